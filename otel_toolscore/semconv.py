@@ -1,0 +1,159 @@
+"""Every attribute, span and event name this package reads or writes, in one place.
+
+Grouped by the convention that defines it. Patterns for flattened (indexed) attributes are
+regular expressions; readers never spell attribute names as string literals elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+# --- OTel GenAI semantic conventions (current) -------------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_AGENT_ID = "gen_ai.agent.id"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_INPUT_MESSAGES_REF = "gen_ai.input.messages_ref"
+GEN_AI_OUTPUT_MESSAGES_REF = "gen_ai.output.messages_ref"
+GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+GEN_AI_TOOL_DESCRIPTION = "gen_ai.tool.description"
+GEN_AI_RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text"
+GEN_AI_RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+ERROR_TYPE = "error.type"
+
+OP_INVOKE_AGENT = "invoke_agent"
+OP_INVOKE_WORKFLOW = "invoke_workflow"
+OP_CREATE_AGENT = "create_agent"
+OP_CHAT = "chat"
+OP_TEXT_COMPLETION = "text_completion"
+OP_GENERATE_CONTENT = "generate_content"
+OP_EXECUTE_TOOL = "execute_tool"
+OP_RETRIEVAL = "retrieval"
+OP_EMBEDDINGS = "embeddings"
+AGENT_OPERATIONS = frozenset({OP_INVOKE_AGENT, OP_INVOKE_WORKFLOW})
+LLM_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERATE_CONTENT})
+
+# Deprecated GenAI events (span events, or log records parented to the span).
+EVENT_SYSTEM_MESSAGE = "gen_ai.system.message"
+EVENT_USER_MESSAGE = "gen_ai.user.message"
+EVENT_ASSISTANT_MESSAGE = "gen_ai.assistant.message"
+EVENT_TOOL_MESSAGE = "gen_ai.tool.message"
+EVENT_CHOICE = "gen_ai.choice"
+EVENT_BODY = "body"  # where the OTLP reader puts a log record's body when it becomes a span event
+EVENT_NAME_ATTR = "event.name"
+EXCEPTION_EVENT = "exception"
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
+
+# --- OpenInference -----------------------------------------------------------------------------
+OI_SPAN_KIND = "openinference.span.kind"
+OI_AGENT_NAME = "agent.name"
+OI_INPUT_VALUE = "input.value"
+OI_INPUT_MIME = "input.mime_type"
+OI_OUTPUT_VALUE = "output.value"
+OI_OUTPUT_MIME = "output.mime_type"
+OI_LLM_MODEL_NAME = "llm.model_name"
+OI_TOOL_NAME = "tool.name"
+OI_TOOL_ID = "tool.id"
+OI_TOOL_DESCRIPTION = "tool.description"
+OI_TOOL_PARAMETERS = "tool.parameters"
+OI_TOOL_CALL_ID = "tool_call.id"
+OI_INVOCATION_PARAMETERS = "llm.invocation_parameters"
+OI_GRAPH_NODE_ID = "graph.node.id"
+OI_KIND_AGENT = "AGENT"
+OI_KIND_CHAIN = "CHAIN"
+OI_KIND_LLM = "LLM"
+OI_KIND_TOOL = "TOOL"
+OI_KIND_RETRIEVER = "RETRIEVER"
+OI_KIND_EVALUATOR = "EVALUATOR"
+# llm.input_messages.{i}.message.{role,content,tool_call_id,name,tool_calls.{j}.tool_call.*}
+OI_MESSAGES_RE = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
+OI_TOOL_CALL_RE = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
+OI_CONTENTS_RE = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
+OI_TOOLS_RE = re.compile(r"^llm\.tools\.(\d+)\.tool\.json_schema$")
+OI_DOCUMENTS_RE = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(.+)$")
+
+# --- OpenLLMetry (Traceloop) -------------------------------------------------------------------
+TL_SPAN_KIND = "traceloop.span.kind"
+TL_ENTITY_NAME = "traceloop.entity.name"
+TL_ENTITY_INPUT = "traceloop.entity.input"
+TL_ENTITY_OUTPUT = "traceloop.entity.output"
+TL_WORKFLOW_NAME = "traceloop.workflow.name"
+LLM_REQUEST_TYPE = "llm.request.type"
+GEN_AI_TASK_OUTPUT = "gen_ai.task.output"
+# gen_ai.prompt.{i}.{role,content,tool_call_id,tool_calls.{j}.{id,name,arguments}}
+TL_PROMPT_RE = re.compile(r"^gen_ai\.prompt\.(\d+)\.(.+)$")
+# gen_ai.completion.{i}.{role,content,finish_reason,tool_calls.{j}.*,function_call.*}
+TL_COMPLETION_RE = re.compile(r"^gen_ai\.completion\.(\d+)\.(.+)$")
+TL_TOOL_CALLS_RE = re.compile(r"^tool_calls\.(\d+)\.(.+)$")
+TL_FUNCTIONS_RE = re.compile(r"^llm\.request\.functions\.(\d+)\.(.+)$")
+
+# --- Vercel AI SDK (ai.*) ----------------------------------------------------------------------
+AI_OPERATION_ID = "ai.operationId"
+AI_FUNCTION_ID = "ai.telemetry.functionId"
+AI_PROMPT = "ai.prompt"
+AI_PROMPT_MESSAGES = "ai.prompt.messages"
+AI_PROMPT_TOOLS = "ai.prompt.tools"
+AI_RESPONSE_TEXT = "ai.response.text"
+AI_RESPONSE_TOOL_CALLS = "ai.response.toolCalls"
+AI_RESPONSE_FINISH_REASON = "ai.response.finishReason"
+AI_MODEL_ID = "ai.model.id"
+AI_TOOL_CALL_NAME = "ai.toolCall.name"
+AI_TOOL_CALL_ID = "ai.toolCall.id"
+AI_TOOL_CALL_ARGS = "ai.toolCall.args"
+AI_TOOL_CALL_RESULT = "ai.toolCall.result"
+AI_RUN_SPANS = frozenset({"ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"})
+AI_LLM_SPANS = frozenset(
+    {
+        "ai.generateText.doGenerate",
+        "ai.streamText.doStream",
+        "ai.generateObject.doGenerate",
+        "ai.streamObject.doStream",
+    }
+)
+AI_TOOL_SPAN = "ai.toolCall"
+
+# --- Pydantic AI -------------------------------------------------------------------------------
+PYDANTIC_AI_FINAL_RESULT = "final_result"
+PYDANTIC_AI_ALL_MESSAGES = "pydantic_ai.all_messages"
+PYDANTIC_AI_AGENT_NAME = "agent_name"
+
+# --- Mastra OTel exporter ----------------------------------------------------------------------
+MASTRA_SPAN_TYPE = "mastra.span.type"
+MASTRA_AGENT_RUN_INPUT = "mastra.agent_run.input"
+MASTRA_AGENT_RUN_OUTPUT = "mastra.agent_run.output"
+MASTRA_MODEL_STEP_OUTPUT = "mastra.model_step.output"
+MASTRA_MODEL_STEP_INPUT = "mastra.model_step.input"
+
+# --- litellm OTel callback ---------------------------------------------------------------------
+LITELLM_REQUEST_SPAN = "litellm_request"
+LITELLM_RAW_REQUEST_SPAN = "raw_gen_ai_request"
+
+# --- What otel-toolscore reads from the app (expectations) and writes -------------------------
+TOOLSCORE_PREFIX = "toolscore."
+TOOLSCORE_EXPECTED_TOOL = "toolscore.expected_tool"
+TOOLSCORE_EXPECTED_TOOL_ORDER = "toolscore.expected_tool_order"
+TOOLSCORE_STRICT = "toolscore.strict"
+
+GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+
+
+def toolscore_attr(scorer: str, field: str) -> str:
+    """``toolscore.<scorer>.<field>`` for the attributes set on the evaluated agent span."""
+    return f"{TOOLSCORE_PREFIX}{scorer}.{field}"
