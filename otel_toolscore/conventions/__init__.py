@@ -1,0 +1,84 @@
+"""Per-span convention readers: one ReadableSpan → SpanFacts.
+
+The convention is detected per span, never per trace: real traces mix them (an OpenInference
+agent around OpenLLMetry LLM spans, a GenAI root over Vercel ``ai.*`` children). Every reader
+that recognises a span adds what it knows; the most specific readers run first so that their
+decisions (a role, a final answer) are not overridden by generic ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from otel_toolscore import semconv as sc
+from otel_toolscore.conventions import frameworks, genai, openinference, openllmetry, vercel_ai
+from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
+from otel_toolscore.conventions.parsing import as_text, result_error
+
+Reader = Callable[[ReadableSpan, Attributes, SpanFacts], None]
+
+READERS: tuple[Reader, ...] = (
+    frameworks.read_mastra,
+    frameworks.read_pydantic_ai,
+    frameworks.read_litellm,
+    vercel_ai.read,
+    openinference.read,
+    openllmetry.read,
+    genai.read,
+)
+
+__all__ = ["READERS", "SpanFacts", "ToolExecution", "read_span"]
+
+
+def _hex(value: int, width: int) -> str:
+    return format(value, f"0{width}x")
+
+
+def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
+    """Read one span with every convention. Never raises: a reader failure is a recorded problem."""
+    ctx = span.context
+    parent = span.parent
+    facts = SpanFacts(
+        span_id=_hex(ctx.span_id, 16) if ctx is not None else f"#{order}",
+        parent_id=_hex(parent.span_id, 16) if parent is not None else None,
+        name=span.name or "",
+        start=span.start_time or 0,
+        end=span.end_time or span.start_time or 0,
+        order=order,
+    )
+    attrs: Attributes = span.attributes or {}
+    for reader in READERS:
+        try:
+            reader(span, attrs, facts)
+        except Exception as exc:  # noqa: BLE001 - one bad attribute must not lose the trace
+            facts.problem(f"{reader.__module__.rsplit('.', 1)[-1]} reader failed: {type(exc).__name__}: {exc}")
+    if facts.role is None:
+        facts.role = "other"
+    _read_failure(span, facts)
+    for key, value in attrs.items():
+        if key.startswith(sc.TOOLSCORE_PREFIX):
+            facts.expectations[key] = value
+    return facts
+
+
+def _read_failure(span: ReadableSpan, facts: SpanFacts) -> None:
+    """A failed span: status ERROR, an ``exception`` event, or (tools) an error payload."""
+    error = None
+    for event in span.events:
+        if event.name == sc.EXCEPTION_EVENT:
+            ev = event.attributes or {}
+            etype, emsg = ev.get(sc.EXCEPTION_TYPE), ev.get(sc.EXCEPTION_MESSAGE)
+            error = ": ".join(str(x) for x in (etype, emsg) if x) or "exception"
+            break
+    status = span.status
+    if error is None and status is not None and status.status_code == StatusCode.ERROR:
+        error = status.description or (span.attributes or {}).get(sc.ERROR_TYPE) or "error"
+    if error is None and facts.tool is not None and facts.tool.has_result:
+        error = result_error(facts.tool.result)
+    if error is not None:
+        facts.error = as_text(error)
+        if facts.tool is not None and facts.tool.error is None:
+            facts.tool.error = facts.error

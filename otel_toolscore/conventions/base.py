@@ -1,0 +1,77 @@
+"""What one span says about an agent run, independent of the convention it was written in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from otel_toolscore.trajectory import Document, Message, ToolDefinition
+
+Role = Literal["agent", "llm", "tool", "retrieval", "other"]
+
+
+@dataclass
+class ToolExecution:
+    """A tool span: the call as executed."""
+
+    name: str | None = None
+    call_id: str | None = None
+    arguments: Any = None
+    arguments_raw: str | None = None
+    arguments_error: str | None = None
+    result: Any = None
+    result_raw: str | None = None
+    has_result: bool = False
+    error: str | None = None
+
+
+@dataclass
+class SpanFacts:
+    """A span read by every convention that recognises it.
+
+    Readers run most-specific first; a field already set by an earlier reader is kept, so a
+    framework quirk handled by a specific reader is not overwritten by a generic one.
+    """
+
+    span_id: str
+    parent_id: str | None
+    name: str
+    start: int
+    end: int
+    order: int  # position in the input: breaks ties between equal (millisecond) timestamps
+    role: Role | None = None
+    conventions: list[str] = field(default_factory=list)
+    agent_name: str | None = None
+    #: an agent-like span that never names an agent of its own (framework wrappers)
+    run_input: str | None = None
+    run_output: str | None = None
+    system_instructions: str | None = None
+    model: str | None = None
+    input_messages: list[Message] | None = None
+    output_messages: list[Message] | None = None
+    tool_definitions: list[ToolDefinition] | None = None
+    tool: ToolExecution | None = None
+    retrieval_query: str | None = None
+    documents: list[Document] | None = None
+    #: failure of the span itself: status ERROR description or an exception event
+    error: str | None = None
+    #: ``toolscore.*`` attributes (expectations the app or a test put on the span)
+    expectations: dict[str, Any] = field(default_factory=dict)
+    #: the content lives outside the span (``gen_ai.*_ref``): record it, do not treat as empty
+    external_content: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def note(self, convention: str) -> None:
+        if convention not in self.conventions:
+            self.conventions.append(convention)
+
+    def set_role(self, role: Role) -> None:
+        if self.role is None:
+            self.role = role
+
+    def problem(self, what: str) -> None:
+        self.problems.append(f"span {self.span_id} ({self.name}): {what}")
+
+
+Attributes = Mapping[str, Any]

@@ -1,0 +1,219 @@
+"""OTel GenAI semantic conventions: current attributes and the deprecated per-message events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_toolscore import semconv as sc
+from otel_toolscore.conventions import parsing as p
+from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
+from otel_toolscore.trajectory import Document, Message, ToolCallRequest
+
+NAME = "otel_genai"
+_DEPRECATED_EVENTS = frozenset(
+    {sc.EVENT_SYSTEM_MESSAGE, sc.EVENT_USER_MESSAGE, sc.EVENT_ASSISTANT_MESSAGE, sc.EVENT_TOOL_MESSAGE,
+     sc.EVENT_CHOICE}
+)
+
+
+def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
+    op = attrs.get(sc.GEN_AI_OPERATION_NAME)
+    events = [e for e in span.events if e.name in _DEPRECATED_EVENTS]
+    has_messages = sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
+    if op is None and not has_messages and not events and sc.GEN_AI_TOOL_NAME not in attrs:
+        return
+    facts.note(NAME if not events else NAME + "_events")
+
+    if op in sc.AGENT_OPERATIONS:
+        facts.set_role("agent")
+        if facts.agent_name is None and attrs.get(sc.GEN_AI_AGENT_NAME):
+            facts.agent_name = str(attrs[sc.GEN_AI_AGENT_NAME])
+    elif op in sc.LLM_OPERATIONS or (op is None and (has_messages or events)):
+        facts.set_role("llm")
+    elif op == sc.OP_EXECUTE_TOOL or (op is None and sc.GEN_AI_TOOL_NAME in attrs):
+        facts.set_role("tool")
+        _read_tool(span, attrs, facts)
+    elif op == sc.OP_RETRIEVAL:
+        facts.set_role("retrieval")
+        _read_retrieval(attrs, facts)
+    else:
+        facts.set_role("other")
+
+    if facts.model is None:
+        model = attrs.get(sc.GEN_AI_RESPONSE_MODEL) or attrs.get(sc.GEN_AI_REQUEST_MODEL)
+        facts.model = str(model) if model else None
+
+    if has_messages:
+        if facts.input_messages is None and sc.GEN_AI_INPUT_MESSAGES in attrs:
+            facts.input_messages = _messages(attrs[sc.GEN_AI_INPUT_MESSAGES], facts, "gen_ai.input.messages")
+        if facts.output_messages is None and sc.GEN_AI_OUTPUT_MESSAGES in attrs:
+            facts.output_messages = _messages(attrs[sc.GEN_AI_OUTPUT_MESSAGES], facts, "gen_ai.output.messages")
+    elif events:
+        _read_events(events, facts)
+
+    for ref in (sc.GEN_AI_INPUT_MESSAGES_REF, sc.GEN_AI_OUTPUT_MESSAGES_REF):
+        if ref in attrs:
+            facts.external_content.append(f"{ref}={attrs[ref]}")
+
+    if facts.system_instructions is None and sc.GEN_AI_SYSTEM_INSTRUCTIONS in attrs:
+        facts.system_instructions = system_text(attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS])
+    if facts.system_instructions is None and facts.input_messages:
+        facts.system_instructions = p.system_from_messages(facts.input_messages)
+    if facts.tool_definitions is None and sc.GEN_AI_TOOL_DEFINITIONS in attrs:
+        facts.tool_definitions = p.tool_definitions_from(attrs[sc.GEN_AI_TOOL_DEFINITIONS])
+
+    if facts.role == "agent":
+        if facts.run_input is None and facts.input_messages:
+            facts.run_input = first_user_text(facts.input_messages)
+        if facts.run_output is None and facts.output_messages:
+            # Some emitters merge every step into one output message (text, then all tool calls,
+            # then all results): the text parts alone are the final answer.
+            facts.run_output = last_assistant_text(facts.output_messages)
+
+
+def system_text(value: Any) -> str | None:
+    parsed = p.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
+    if isinstance(parsed, list):
+        return p.text_of(parsed)
+    if isinstance(parsed, dict):
+        return p.text_of(parsed)
+    return p.as_text(value)
+
+
+def first_user_text(messages: list[Message]) -> str | None:
+    for m in messages:
+        if m.role == "user" and m.content:
+            return m.content
+    return None
+
+
+def last_assistant_text(messages: list[Message]) -> str | None:
+    for m in reversed(messages):
+        if m.role in ("assistant", "unknown") and m.content:
+            return m.content
+    return None
+
+
+def _messages(value: Any, facts: SpanFacts, attr: str) -> list[Message]:
+    ok, parsed = p.try_loads(value)
+    if not ok or not isinstance(parsed, list):
+        facts.problem(f"{attr} is not a JSON list of messages")
+        return []
+    return [_repr_tool_calls(m) for m in p.messages_from_list(parsed)]
+
+
+def _repr_tool_calls(msg: Message) -> Message:
+    """Text parts holding ``ResponseFunctionToolCall(...)`` reprs are tool calls.
+
+    The official OpenAI Agents instrumentation (0.1.x) stringifies Responses output items it
+    does not know into text parts; without this, those runs would look tool-free.
+    """
+    if msg.role != "assistant" or not msg.content or "ToolCall(" not in msg.content:
+        return msg
+    rest: list[str] = []
+    for line in _split_reprs(msg.content):
+        parsed = p.parse_repr_call(line)
+        if parsed and parsed[0].endswith("ToolCall") and "name" in parsed[1]:
+            kw = parsed[1]
+            args, raw, _ = p.parse_arguments(kw.get("arguments"))
+            msg.tool_calls.append(
+                ToolCallRequest(id=kw.get("call_id") or kw.get("id"), name=kw["name"], arguments=args,
+                                arguments_raw=raw)
+            )
+        else:
+            rest.append(line)
+    msg.content = "\n".join(rest) if rest else None
+    return msg
+
+
+def _split_reprs(text: str) -> list[str]:
+    # text parts were joined with newlines by the message reader; reprs contain no raw newlines
+    return [t for t in text.split("\n") if t.strip()]
+
+
+def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
+    if facts.tool is not None:
+        return
+    tool = ToolExecution()
+    name = attrs.get(sc.GEN_AI_TOOL_NAME)
+    if not name and span.name.startswith(sc.OP_EXECUTE_TOOL + " "):
+        name = span.name[len(sc.OP_EXECUTE_TOOL) + 1 :]
+    tool.name = str(name) if name else None
+    call_id = attrs.get(sc.GEN_AI_TOOL_CALL_ID)
+    tool.call_id = str(call_id) if call_id else None
+    if sc.GEN_AI_TOOL_CALL_ARGUMENTS in attrs:
+        tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(
+            attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS]
+        )
+    if sc.GEN_AI_TOOL_CALL_RESULT in attrs:
+        tool.result, tool.result_raw = p.parse_result(attrs[sc.GEN_AI_TOOL_CALL_RESULT])
+        tool.has_result = True
+    facts.tool = tool
+
+
+def _read_retrieval(attrs: Attributes, facts: SpanFacts) -> None:
+    query = attrs.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT)
+    if facts.retrieval_query is None and query is not None:
+        facts.retrieval_query = str(query)
+    if facts.documents is None and sc.GEN_AI_RETRIEVAL_DOCUMENTS in attrs:
+        facts.documents = documents_from(p.parse_json_list(attrs[sc.GEN_AI_RETRIEVAL_DOCUMENTS]))
+
+
+def documents_from(items: list[Any]) -> list[Document]:
+    docs = []
+    for item in items:
+        if isinstance(item, str):
+            docs.append(Document(content=item))
+            continue
+        if not isinstance(item, dict):
+            continue
+        meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else None
+        doc_id = item.get("id") or (meta or {}).get("doc_id") or (meta or {}).get("id")
+        content = item.get("content", item.get("page_content", item.get("text")))
+        score = item.get("score")
+        docs.append(
+            Document(
+                id=str(doc_id) if doc_id is not None else None,
+                content=p.as_text(content),
+                score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+                metadata=meta,
+            )
+        )
+    return docs
+
+
+def _read_events(events: list[Any], facts: SpanFacts) -> None:
+    inputs: list[Message] = []
+    outputs: list[Message] = []
+    for event in events:
+        ev_attrs = dict(event.attributes or {})
+        body = p.loads(ev_attrs.get(sc.EVENT_BODY)) if sc.EVENT_BODY in ev_attrs else None
+        if body is None:
+            body = {k: v for k, v in ev_attrs.items() if k != sc.EVENT_BODY}
+        if not isinstance(body, dict):
+            body = {"content": body}
+        if event.name == sc.EVENT_CHOICE:
+            message = body.get("message") if isinstance(body.get("message"), dict) else body
+            msg = p.message_from({"role": "assistant", **message})
+            if msg is not None:
+                msg.finish_reason = msg.finish_reason or p._opt_str(body.get("finish_reason"))
+                outputs.append(_repr_tool_calls(msg))
+            continue
+        role = event.name.split(".")[1]  # gen_ai.<role>.message
+        data = dict(body)
+        data["role"] = role
+        if role == "tool" and "id" in data and "tool_call_id" not in data:
+            data["tool_call_id"] = data["id"]
+        msg = p.message_from(data)
+        if msg is None:
+            continue
+        if role == "system":
+            if facts.system_instructions is None:
+                facts.system_instructions = msg.content
+        inputs.append(msg)
+    if facts.input_messages is None:
+        facts.input_messages = inputs
+    if facts.output_messages is None:
+        facts.output_messages = outputs

@@ -1,0 +1,183 @@
+"""OpenLLMetry (Traceloop): ``traceloop.*`` entity spans and the legacy flattened prompt format.
+
+Releases ≥ 0.55 write the OTel GenAI attributes (read by ``genai``); this reader adds the span
+kinds, the entity input/output of workflows, tasks and tools, and ≤ 0.54's
+``gen_ai.prompt.{i}.*`` / ``gen_ai.completion.{i}.*`` / ``llm.request.functions.{i}.*``.
+litellm's OTel callback writes the same flattened form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_toolscore import semconv as sc
+from otel_toolscore.conventions import parsing as p
+from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
+from otel_toolscore.conventions.genai import documents_from
+from otel_toolscore.trajectory import Message, ToolCallRequest, ToolResultPart
+
+NAME = "openllmetry"
+_LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
+
+
+def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
+    kind = attrs.get(sc.TL_SPAN_KIND)
+    flattened = any(k.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for k in attrs)
+    if kind is None and not flattened and sc.LLM_REQUEST_TYPE not in attrs:
+        return
+    facts.note(NAME)
+    if kind in ("workflow", "agent"):
+        facts.set_role("agent")
+        if facts.agent_name is None:
+            name = attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(sc.TL_ENTITY_NAME) or attrs.get(sc.TL_WORKFLOW_NAME)
+            facts.agent_name = p._opt_str(name)
+        if facts.run_input is None and sc.TL_ENTITY_INPUT in attrs:
+            facts.run_input = _entity_text(attrs[sc.TL_ENTITY_INPUT], want="user")
+        if facts.run_output is None and sc.TL_ENTITY_OUTPUT in attrs:
+            facts.run_output = _entity_text(attrs[sc.TL_ENTITY_OUTPUT], want="assistant")
+    elif kind == "tool":
+        facts.set_role("tool")
+        _read_tool(span, attrs, facts)
+    elif kind == "task":
+        docs = _documents(attrs)
+        if docs is not None:
+            facts.set_role("retrieval")
+            facts.documents = facts.documents if facts.documents is not None else docs
+            if facts.retrieval_query is None and sc.TL_ENTITY_INPUT in attrs:
+                facts.retrieval_query = _entity_text(attrs[sc.TL_ENTITY_INPUT], want="user")
+    if flattened or attrs.get(sc.LLM_REQUEST_TYPE) in _LLM_REQUEST_TYPES:
+        facts.set_role("llm")
+        _read_flattened(attrs, facts)
+
+
+def _entity_text(value: Any, want: str) -> str | None:
+    ok, parsed = p.try_loads(value)
+    if not ok:
+        return p.as_text(value)
+    if isinstance(parsed, dict):
+        for key in ("inputs", "outputs", "input", "output"):
+            if key in parsed and len(parsed) <= 3:
+                parsed = parsed[key]
+                break
+    if isinstance(parsed, str):
+        return parsed
+    if isinstance(parsed, dict):
+        for key in ("query", "question", "input", "text", "content"):
+            if isinstance(parsed.get(key), str):
+                return parsed[key]
+        msgs = parsed.get("messages")
+        if isinstance(msgs, list):
+            from otel_toolscore.conventions.genai import first_user_text, last_assistant_text
+
+            parsed_msgs = p.messages_from_list(msgs)
+            return first_user_text(parsed_msgs) if want == "user" else last_assistant_text(parsed_msgs)
+    return None
+
+
+def _documents(attrs: Attributes) -> list[Any] | None:
+    for key in (sc.TL_ENTITY_OUTPUT, sc.GEN_AI_TASK_OUTPUT):
+        out = p.loads(attrs.get(key)) if key in attrs else None
+        if isinstance(out, dict) and isinstance(out.get("documents"), list):
+            return documents_from(out["documents"])
+    return None
+
+
+def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
+    if facts.tool is not None:
+        return
+    tool = ToolExecution()
+    name = attrs.get(sc.GEN_AI_TOOL_NAME) or attrs.get(sc.TL_ENTITY_NAME)
+    if not name:
+        name = span.name[: -len(".tool")] if span.name.endswith(".tool") else span.name
+    tool.name = str(name)
+    tool.call_id = p._opt_str(attrs.get(sc.GEN_AI_TOOL_CALL_ID))
+    args = attrs.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS, attrs.get(sc.TL_ENTITY_INPUT))
+    if args is not None:
+        tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(args)
+    result_key = sc.GEN_AI_TOOL_CALL_RESULT if sc.GEN_AI_TOOL_CALL_RESULT in attrs else sc.TL_ENTITY_OUTPUT
+    if result_key in attrs:
+        tool.result, tool.result_raw = p.parse_result(attrs[result_key])
+        tool.has_result = True
+    facts.tool = tool
+
+
+def _read_flattened(attrs: Attributes, facts: SpanFacts) -> None:
+    prompts: dict[int, dict[str, Any]] = {}
+    completions: dict[int, dict[str, Any]] = {}
+    functions: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if key.startswith("gen_ai.prompt."):
+            m = sc.TL_PROMPT_RE.match(key)
+            if m:
+                prompts.setdefault(int(m.group(1)), {})[m.group(2)] = value
+        elif key.startswith("gen_ai.completion."):
+            m = sc.TL_COMPLETION_RE.match(key)
+            if m:
+                completions.setdefault(int(m.group(1)), {})[m.group(2)] = value
+        elif key.startswith("llm.request.functions."):
+            m = sc.TL_FUNCTIONS_RE.match(key)
+            if m:
+                functions.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    if facts.input_messages is None and prompts:
+        facts.input_messages = [_message(prompts[i]) for i in sorted(prompts)]
+        if facts.system_instructions is None:
+            facts.system_instructions = p.system_from_messages(facts.input_messages)
+    if facts.output_messages is None and completions:
+        facts.output_messages = _completions(completions)
+    if facts.tool_definitions is None and functions:
+        defs = [p.tool_definition_from(functions[i]) for i in sorted(functions)]
+        facts.tool_definitions = [d for d in defs if d is not None]
+
+
+def _message(fields: dict[str, Any]) -> Message:
+    role = p.norm_role(fields.get("role"))
+    msg = Message(role=role, finish_reason=p._opt_str(fields.get("finish_reason")))
+    for call in _calls(fields):
+        msg.tool_calls.append(call)
+    content = fields.get("content")
+    if role == "tool":
+        parsed, raw = p.parse_result(content)
+        msg.tool_results.append(
+            ToolResultPart(tool_call_id=p._opt_str(fields.get("tool_call_id")), name=p._opt_str(fields.get("name")),
+                           content=parsed, content_raw=raw)
+        )
+    else:
+        text = content
+        parsed = p.loads(content) if isinstance(content, str) and content[:1] == "[" else None
+        if isinstance(parsed, list):
+            text = p.text_of(parsed)
+        msg.content = p.as_text(text)
+    return msg
+
+
+def _calls(fields: dict[str, Any]) -> list[ToolCallRequest]:
+    calls: dict[int, dict[str, Any]] = {}
+    for k, v in fields.items():
+        m = sc.TL_TOOL_CALLS_RE.match(k)
+        if m:
+            calls.setdefault(int(m.group(1)), {})[m.group(2)] = v
+    out = []
+    for j in sorted(calls):
+        c = calls[j]
+        args, raw, _ = p.parse_arguments(c.get("arguments"))
+        out.append(ToolCallRequest(id=p._opt_str(c.get("id")), name=p._opt_str(c.get("name")), arguments=args,
+                                   arguments_raw=raw))
+    if "function_call.name" in fields:
+        args, raw, _ = p.parse_arguments(fields.get("function_call.arguments"))
+        out.append(ToolCallRequest(name=p._opt_str(fields["function_call.name"]), arguments=args, arguments_raw=raw))
+    return out
+
+
+def _completions(completions: dict[int, dict[str, Any]]) -> list[Message]:
+    """One assistant message; litellm spreads parallel calls over completion.0 and completion.1."""
+    msgs = [_message({**completions[i], "role": completions[i].get("role", "assistant")}) for i in sorted(completions)]
+    if len(msgs) > 1 and all(m.role == "assistant" for m in msgs):
+        merged = Message(role="assistant", finish_reason=msgs[0].finish_reason)
+        texts = [m.content for m in msgs if m.content]
+        merged.content = "\n".join(texts) if texts else None
+        for m in msgs:
+            merged.tool_calls.extend(m.tool_calls)
+        return [merged]
+    return msgs
