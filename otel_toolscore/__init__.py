@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from otel_toolscore.assemble import build_trajectories
+from otel_toolscore.otlp import load_otlp, read_otlp_json
 from otel_toolscore.trajectory import (
     Document,
     LLMCall,
@@ -15,6 +17,9 @@ from otel_toolscore.trajectory import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "build_trajectories",
+    "load_otlp",
+    "read_otlp_json",
     "Document",
     "LLMCall",
     "Message",

@@ -303,7 +303,8 @@ class _CallBuilder:
         self.calls: list[ToolCall] = []
         self._keys: dict[int, tuple[int, int]] = {}
         self._by_id: dict[str, ToolCall] = {}
-        self._results: list[ToolResultPart] = []
+        #: results seen in model input; id-less ones keep their position among that input's results
+        self._results: list[tuple[ToolResultPart, int | None]] = []
         self._seq = 0
         self.problems: list[str] = []
 
@@ -329,10 +330,16 @@ class _CallBuilder:
         else:
             history = inputs
         seen_in_this_input: dict[str, int] = defaultdict(int)
+        idless = 0
         for m in history:
             for req in m.tool_calls:
                 self._history_call(req, f, seen_in_this_input)
-            self._results.extend(m.tool_results)
+            for part in m.tool_results:
+                if part.tool_call_id is None:
+                    self._results.append((part, idless))
+                    idless += 1
+                else:
+                    self._results.append((part, None))
         offered = [d.name for d in f.tool_definitions] if f.tool_definitions else None
         requested: list[str] = []
         for m in f.output_messages or []:
@@ -408,15 +415,16 @@ class _CallBuilder:
 
     def finish(self) -> list[ToolCall]:
         """Apply results seen only in later model input, then settle errors."""
-        for part in self._results:
+        self.calls.sort(key=self.sort_key)
+        for part, position in self._results:
             call = self._by_id.get(part.tool_call_id) if part.tool_call_id else None
-            if call is None and part.tool_call_id is None:
-                # No id (litellm's callback): results come back in call order.
-                call = next(
-                    (c for c in self.calls if not c.has_result and "result_message" not in c.sources
-                     and (part.name is None or c.name == part.name)),
-                    None,
-                )
+            if call is None and position is not None:
+                # No ids (litellm's callback): every model input repeats all results so far, in
+                # call order, so the n-th id-less result of an input answers the n-th call.
+                call = self.calls[position] if position < len(self.calls) else None
+                if call is not None and part.name is not None and call.name != part.name:
+                    call = next((c for c in self.calls if c.name == part.name
+                                 and "result_message" not in c.sources), None)
             if call is None:
                 if part.tool_call_id is not None:
                     self.problems.append(f"tool result for unknown call id {part.tool_call_id}")
@@ -431,7 +439,6 @@ class _CallBuilder:
         for call in self.calls:
             if call.error is None and call.has_result:
                 call.error = result_error(call.result)
-        self.calls.sort(key=self.sort_key)
         return self.calls
 
 
