@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""Generate conformance captures: real instrumentation libraries, scripted model, OTLP/JSON.
+
+Run by hand (not part of the test suite)::
+
+    python tests/conformance/generator.py --out tests/conformance/captures
+    python tests/conformance/generator.py --out /tmp/caps --stacks pydantic_ai --scenarios no_tool
+
+For each stack it creates (or reuses) a venv ``<repo>/.venv-conformance-<venv>`` with the
+pinned packages of ``tests/conformance/requirements/<venv>.txt``, and for each scenario it
+starts the scripted model server (``examples/scripted_model_server.py``) on 127.0.0.1,
+runs ``runner.py`` inside the venv (a real agent loop, real ``openai`` client, real
+instrumentation, ``SimpleSpanProcessor(InMemorySpanExporter())``) and checks the result.
+It writes ``<out>/<stack>/<scenario>.json`` (one OTLP/JSON ExportTraceServiceRequest, one
+trace), ``<out>/labels.json`` (ground truth) and ``<out>/stacks.json`` (versions, settings).
+This script itself needs only the stdlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+REQ_DIR = os.path.join(HERE, "requirements")
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "examples"))
+
+import scenarios as S  # noqa: E402
+from scripted_model_server import start_server  # noqa: E402
+
+MAX_CAPTURE_BYTES = 200_000
+
+_V2_ENV = {
+    "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+    # util-genai 1.1b0 on the experimental path accepts span_only|event_only|span_and_event
+    # (NO_CONTENT otherwise); "true" would capture nothing.
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
+}
+
+STACKS: dict[str, dict] = {
+    "openinference_openai": {
+        "venv": "openinference_openai",
+        "what": "openai client + openinference-instrumentation-openai (OpenInference); hand-written tool loop",
+        "key_packages": ["openai", "openinference-instrumentation-openai", "openinference-instrumentation",
+                         "openinference-semantic-conventions"],
+    },
+    "openinference_openai_stream": {
+        "venv": "openinference_openai",
+        "args": ["--stream"],
+        "what": "as openinference_openai, but every Chat Completions call streams (stream=True, include_usage)",
+        "key_packages": ["openai", "openinference-instrumentation-openai", "openinference-instrumentation",
+                         "openinference-semantic-conventions"],
+    },
+    "otel_genai_openai_v2": {
+        "venv": "otel_genai_openai_v2",
+        "env": _V2_ENV,
+        "what": "openai client + opentelemetry-instrumentation-openai-v2 (official GenAI semconv, latest experimental, "
+                "content in span attributes); hand-written tool loop",
+        "key_packages": ["openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry-util-genai"],
+    },
+    "otel_genai_openai_v2_stream": {
+        "venv": "otel_genai_openai_v2",
+        "env": _V2_ENV,
+        "args": ["--stream"],
+        "what": "as otel_genai_openai_v2, but every Chat Completions call streams (stream=True, include_usage)",
+        "key_packages": ["openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry-util-genai"],
+    },
+    "openllmetry_openai": {
+        "venv": "openllmetry_openai",
+        "env": {"TRACELOOP_TRACE_CONTENT": "true"},
+        "what": "openai client + opentelemetry-instrumentation-openai (Traceloop/OpenLLMetry); hand-written tool loop",
+        "key_packages": ["openai", "opentelemetry-instrumentation-openai", "opentelemetry-semantic-conventions-ai"],
+    },
+    "openllmetry_openai_stream": {
+        "venv": "openllmetry_openai",
+        "env": {"TRACELOOP_TRACE_CONTENT": "true"},
+        "args": ["--stream"],
+        "what": "as openllmetry_openai, but every Chat Completions call streams (stream=True, include_usage)",
+        "key_packages": ["openai", "opentelemetry-instrumentation-openai", "opentelemetry-semantic-conventions-ai"],
+    },
+    "pydantic_ai": {
+        "venv": "pydantic_ai",
+        "what": "pydantic-ai Agent (OpenAIChatModel + OpenAIProvider(base_url=scripted server), system_prompt=, "
+                "six plain-function tools) with its built-in instrumentation, Agent.instrument_all()",
+        "key_packages": ["openai", "pydantic-ai-slim", "pydantic-graph"],
+    },
+    "openai_agents_openinference": {
+        "venv": "openai_agents",
+        "what": "OpenAI Agents SDK (Agent + function_tool, Runner.run_sync, Responses API) + "
+                "openinference-instrumentation-openai-agents (the SDK's default OpenAI trace upload is removed)",
+        "key_packages": ["openai", "openai-agents", "openinference-instrumentation-openai-agents",
+                         "openinference-instrumentation", "openinference-semantic-conventions"],
+    },
+    "openai_agents_openllmetry": {
+        "venv": "openai_agents",
+        "env": {"TRACELOOP_TRACE_CONTENT": "true", "TRACELOOP_METRICS_ENABLED": "false"},
+        "what": "OpenAI Agents SDK (Agent + function_tool, Runner.run_sync, Responses API) + "
+                "opentelemetry-instrumentation-openai-agents (Traceloop/OpenLLMetry)",
+        "key_packages": ["openai", "openai-agents", "opentelemetry-instrumentation-openai-agents",
+                         "opentelemetry-semantic-conventions-ai"],
+    },
+}
+COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
+
+
+# ---------------------------------------------------------------------------------------
+# venvs
+# ---------------------------------------------------------------------------------------
+def venv_dir(venv: str) -> str:
+    return os.path.join(REPO, f".venv-conformance-{venv}")
+
+
+def venv_python(venv: str) -> str:
+    return os.path.join(venv_dir(venv), "bin", "python")
+
+
+def _sha(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def _pip(python: str, *args: str) -> None:
+    cmd = [python, "-m", "pip", "--disable-pip-version-check", "-q", *args]
+    subprocess.run(cmd, check=True)
+
+
+def ensure_venv(venv: str, base_python: str, log) -> str:
+    """Create or reuse the venv; (re)install when its requirements file changed."""
+    req = os.path.join(REQ_DIR, f"{venv}.txt")
+    marker = os.path.join(venv_dir(venv), ".conformance-requirements.sha256")
+    want = _sha(req)
+    python = venv_python(venv)
+    if os.path.exists(python) and os.path.exists(marker):
+        with open(marker) as fh:
+            if fh.read().strip() == want:
+                return python
+    if not os.path.exists(python):
+        log(f"creating venv {venv_dir(venv)}")
+        subprocess.run([base_python, "-m", "venv", venv_dir(venv)], check=True)
+    log(f"installing {os.path.relpath(req, REPO)} into {os.path.basename(venv_dir(venv))}")
+    _pip(python, "install", "-r", req)
+    with open(marker, "w") as fh:
+        fh.write(want + "\n")
+    return python
+
+
+def refreeze(venv: str, base_python: str, log) -> None:
+    """Rebuild the venv from <venv>.in and write the full pins to <venv>.txt."""
+    src = os.path.join(REQ_DIR, f"{venv}.in")
+    if os.path.exists(venv_dir(venv)):
+        shutil.rmtree(venv_dir(venv))
+    log(f"refreeze {venv}: fresh venv from {os.path.relpath(src, REPO)}")
+    subprocess.run([base_python, "-m", "venv", venv_dir(venv)], check=True)
+    _pip(venv_python(venv), "install", "-r", src)
+    frozen = subprocess.run([venv_python(venv), "-m", "pip", "freeze", "--exclude-editable"],
+                            check=True, capture_output=True, text=True).stdout
+    with open(os.path.join(REQ_DIR, f"{venv}.txt"), "w") as fh:
+        fh.write(frozen)
+
+
+def installed_versions(venv: str) -> dict[str, str]:
+    out = subprocess.run([venv_python(venv), "-m", "pip", "freeze"], check=True, capture_output=True, text=True).stdout
+    versions = {}
+    for line in out.splitlines():
+        if "==" in line:
+            name, ver = line.split("==", 1)
+            versions[name.lower().replace("_", "-")] = ver
+    return versions
+
+
+# ---------------------------------------------------------------------------------------
+# checks on a capture
+# ---------------------------------------------------------------------------------------
+def _strings_of_value(value: dict, out: list[str]) -> None:
+    if "stringValue" in value:
+        _strings_of_text(value["stringValue"], out)
+    for v in (value.get("arrayValue") or {}).get("values", []):
+        _strings_of_value(v, out)
+    for kv in (value.get("kvlistValue") or {}).get("values", []):
+        out.append(kv.get("key", ""))
+        _strings_of_value(kv.get("value", {}), out)
+
+
+def _strings_of_text(text: str, out: list[str]) -> None:
+    out.append(text)
+    stripped = text.strip()
+    if stripped[:1] in "[{\"":
+        try:
+            _strings_of_json(json.loads(stripped), out)
+        except ValueError:
+            pass
+
+
+def _strings_of_json(obj, out: list[str]) -> None:
+    if isinstance(obj, str):
+        _strings_of_text(obj, out)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            out.append(str(k))
+            _strings_of_json(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            _strings_of_json(v, out)
+    elif obj is not None:
+        out.append(json.dumps(obj))
+
+
+def all_spans(doc: dict) -> list[dict]:
+    return [sp for rs in doc.get("resourceSpans", []) for ss in rs.get("scopeSpans", []) for sp in ss.get("spans", [])]
+
+
+def check_capture(doc: dict, name: str) -> list[str]:
+    problems = []
+    spans = all_spans(doc)
+    if not spans:
+        return ["no spans"]
+    traces = {sp["traceId"] for sp in spans}
+    if len(traces) != 1:
+        problems.append(f"{len(traces)} traces")
+    ids = {sp["spanId"] for sp in spans}
+    roots = [sp for sp in spans if not sp.get("parentSpanId")]
+    if len(roots) != 1:
+        problems.append(f"{len(roots)} root spans")
+    for sp in spans:
+        if sp.get("parentSpanId") and sp["parentSpanId"] not in ids:
+            problems.append(f"span {sp['name']} has a parent outside the file")
+        for key in ("traceId", "spanId", "parentSpanId"):
+            v = sp.get(key)
+            if v and (v != v.lower() or any(c not in "0123456789abcdef" for c in v)):
+                problems.append(f"span {sp['name']} {key} is not lowercase hex")
+    strings: list[str] = []
+    for sp in spans:
+        for attr in sp.get("attributes", []):
+            _strings_of_value(attr.get("value", {}), strings)
+        for ev in sp.get("events", []):
+            for attr in ev.get("attributes", []):
+                _strings_of_value(attr.get("value", {}), strings)
+
+    def seen(needle: str) -> bool:
+        return any(needle in s for s in strings)
+
+    label = S.label(name, [])
+    for result in label["tool_results"]:
+        if not seen(result["name"]):
+            problems.append(f"tool name {result['name']} not in any attribute")
+        for v in result["arguments"].values():
+            if not seen(str(v)):
+                problems.append(f"argument value {v!r} of {result['name']} not in any attribute")
+        for v in (result["result"].values() if isinstance(result["result"], dict) else [result["result"]]):
+            if isinstance(v, str) and not seen(v):
+                problems.append(f"tool result value {v!r} of {result['name']} not in any attribute")
+    if not seen(label["final_answer"]):
+        problems.append("final answer not in any attribute")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------
+# one run
+# ---------------------------------------------------------------------------------------
+def child_env(extra: dict) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.upper().endswith("_PROXY") and not k.startswith(("OTEL_", "TRACELOOP_", "OPENAI_", "LOGFIRE_"))}
+    env.update({
+        "NO_PROXY": "127.0.0.1,localhost",
+        "OPENAI_API_KEY": "sk-conformance",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    env.update(extra)
+    return env
+
+
+def run_one(stack: str, scenario: str, out_dir: str, timeout: float) -> tuple[bool, list[str], dict]:
+    spec = STACKS[stack]
+    server, base_url = start_server(S.server_script(scenario))
+    target = os.path.join(out_dir, stack, f"{scenario}.json")
+    problems: list[str] = []
+    summary: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_out = os.path.join(tmp, "capture.json")
+        result_file = os.path.join(tmp, "result.json")
+        cmd = [venv_python(spec["venv"]), os.path.join(HERE, "runner.py"), "--stack", stack, "--scenario", scenario,
+               "--base-url", base_url, "--out", tmp_out, "--result", result_file, *spec.get("args", [])]
+        try:
+            proc = subprocess.run(cmd, env=child_env(spec.get("env", {})), capture_output=True, text=True,
+                                  timeout=timeout, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            server.stop()
+            return False, [f"timed out after {timeout}s"], {}
+        finally:
+            requests = list(server.requests)
+            server_problems = list(server.problems)
+            server.stop()
+        if os.path.exists(result_file):
+            with open(result_file, encoding="utf-8") as fh:
+                summary = json.load(fh)
+        if not summary.get("ok"):
+            problems.append(f"runner failed (rc={proc.returncode}): {summary.get('error') or proc.stderr[-2000:]}")
+            if summary.get("traceback"):
+                problems.append(summary["traceback"])
+            return False, problems, summary
+        problems += [f"scripted server: {p}" for p in server_problems]
+        if summary.get("blocked_network"):
+            problems.append(f"non-loopback network attempts: {summary['blocked_network']}")
+        label = S.label(scenario, [])
+        if summary.get("final_answer") != label["final_answer"]:
+            problems.append(f"final answer {summary.get('final_answer')!r} != scripted {label['final_answer']!r}")
+        got = [(e["name"], e["arguments"], e["result"]) for e in summary.get("executed", [])]
+        want = [(r["name"], r["arguments"], r["result"]) for r in label["tool_results"]]
+        if got != want:
+            problems.append(f"executed tools {got!r} != expected {want!r}")
+        model_calls = [r for r in requests if r["method"] == "POST"]
+        n_turns = len(S.SCENARIOS[scenario]["turns"])
+        if len(model_calls) != n_turns:
+            problems.append(f"{len(model_calls)} model requests, script has {n_turns} turns")
+        with open(tmp_out, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        problems += check_capture(doc, scenario)
+        size = os.path.getsize(tmp_out)
+        if size > MAX_CAPTURE_BYTES:
+            problems.append(f"capture is {size} bytes (> {MAX_CAPTURE_BYTES})")
+        summary["model_requests"] = [{"path": r["path"], "turn": r.get("turn"), "stream": bool((r["body"] or {}).get("stream"))}
+                                     for r in model_calls]
+        if not problems:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(tmp_out, target)
+    return not problems, problems, summary
+
+
+def run_checked(stack: str, scenario: str, out_dir: str, timeout: float) -> tuple[bool, list[str], dict]:
+    """run_one, removing a stale capture of an earlier run when this one fails."""
+    ok, problems, summary = run_one(stack, scenario, out_dir, timeout)
+    target = os.path.join(out_dir, stack, f"{scenario}.json")
+    if not ok and os.path.exists(target):
+        os.remove(target)
+    return ok, problems, summary
+
+
+# ---------------------------------------------------------------------------------------
+# labels
+# ---------------------------------------------------------------------------------------
+def write_labels(out_dir: str) -> dict:
+    stacks_by_scenario = {
+        name: sorted(st for st in STACKS if os.path.exists(os.path.join(out_dir, st, f"{name}.json")))
+        for name in S.SCENARIOS
+    }
+    labels = {
+        "schema_version": 1,
+        "agent_name": S.AGENT_NAME,
+        "system_prompt": S.SYSTEM_PROMPT,
+        "request_model": S.REQUEST_MODEL,
+        "response_model": S.RESPONSE_MODEL,
+        "tools_offered": "all six tools in every scenario and stack",
+        "tool_schemas": S.TOOL_SCHEMAS,
+        "score_definitions": {
+            "tool_selection_non_strict": "1 if every expected tool was called at least once (extra tools allowed); with no expected tools, 1 iff no tool was called",
+            "tool_selection_strict": "1 if the set of called tool names equals the set of expected tools (no extra tools)",
+            "order_flexible": "1 if expected_order is a subsequence of the called sequence (other calls may be interleaved); null when the scenario has no order expectation",
+            "order_strict": "1 if the called sequence equals expected_order exactly; null when no order expectation",
+            "hallucinated": "the final answer states something contradicted by / not supported by the tool results",
+            "tool_call_failed": "at least one tool call failed: the tool returned an error payload, or the call was rejected (argument validation / TypeError)",
+            "arguments_valid": "all tool-call arguments validate against tool_schemas (required, type, format=email, no additional properties)",
+        },
+        "scenarios": {name: S.label(name, stacks_by_scenario[name]) for name in S.SCENARIOS},
+    }
+    with open(os.path.join(out_dir, "labels.json"), "w", encoding="utf-8") as fh:
+        json.dump(labels, fh, indent=1)
+        fh.write("\n")
+    return labels
+
+
+def write_stacks(out_dir: str, versions: dict[str, dict]) -> None:
+    path = os.path.join(out_dir, "stacks.json")
+    doc = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    for stack, vers in versions.items():
+        spec = STACKS[stack]
+        doc[stack] = {
+            "what": spec["what"],
+            "venv": f".venv-conformance-{spec['venv']}",
+            "requirements": f"tests/conformance/requirements/{spec['venv']}.txt",
+            "runner_args": spec.get("args", []),
+            "env": spec.get("env", {}),
+            "key_versions": {p: vers.get(p) for p in spec["key_packages"] + COMMON_PACKAGES if vers.get(p)},
+        }
+    doc = {k: doc[k] for k in sorted(doc) if k in STACKS}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(HERE, "captures"), help="output folder (default: %(default)s)")
+    ap.add_argument("--stacks", nargs="*", default=list(STACKS), choices=list(STACKS), metavar="STACK")
+    ap.add_argument("--scenarios", nargs="*", default=list(S.SCENARIOS), choices=list(S.SCENARIOS), metavar="SCENARIO")
+    ap.add_argument("--python", default=sys.executable, help="interpreter used to create the venvs")
+    ap.add_argument("--refreeze", action="store_true",
+                    help="rebuild each venv from requirements/<venv>.in and rewrite requirements/<venv>.txt first")
+    ap.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
+    ap.add_argument("--list", action="store_true", help="list stacks and scenarios and exit")
+    args = ap.parse_args(argv)
+
+    if args.list:
+        for st, spec in STACKS.items():
+            print(f"stack    {st:30s} {spec['what']}")
+        for sc in S.SCENARIOS:
+            print(f"scenario {sc:30s} {S.SCENARIOS[sc]['user_question']}")
+        return 0
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    out_dir = os.path.abspath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    venvs = sorted({STACKS[s]["venv"] for s in args.stacks})
+    for venv in venvs:
+        if args.refreeze:
+            refreeze(venv, args.python, log)
+        ensure_venv(venv, args.python, log)
+    versions = {st: installed_versions(STACKS[st]["venv"]) for st in args.stacks}
+
+    failures = []
+    passed = 0
+    for stack in args.stacks:
+        for scenario in args.scenarios:
+            t0 = time.monotonic()
+            ok, problems, _summary = run_checked(stack, scenario, out_dir, args.timeout)
+            status = "ok  " if ok else "FAIL"
+            log(f"{status} {stack:30s} {scenario:20s} {time.monotonic() - t0:5.1f}s")
+            if ok:
+                passed += 1
+            else:
+                failures.append((stack, scenario, problems))
+                for p in problems:
+                    log("       " + p.replace("\n", "\n       "))
+    write_stacks(out_dir, versions)
+    write_labels(out_dir)
+    log(f"{passed} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
