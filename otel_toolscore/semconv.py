@@ -72,6 +72,8 @@ OI_TOOL_PARAMETERS = "tool.parameters"
 OI_TOOL_CALL_ID = "tool_call.id"
 OI_INVOCATION_PARAMETERS = "llm.invocation_parameters"
 OI_GRAPH_NODE_ID = "graph.node.id"
+OI_METADATA = "metadata"
+LANGGRAPH_NODE = "langgraph_node"  # key inside OI_METADATA
 OI_KIND_AGENT = "AGENT"
 OI_KIND_CHAIN = "CHAIN"
 OI_KIND_LLM = "LLM"
@@ -79,6 +81,9 @@ OI_KIND_TOOL = "TOOL"
 OI_KIND_RETRIEVER = "RETRIEVER"
 OI_KIND_EVALUATOR = "EVALUATOR"
 # llm.input_messages.{i}.message.{role,content,tool_call_id,name,tool_calls.{j}.tool_call.*}
+OI_LLM_PREFIX = "llm."
+OI_TOOL_CALL_FUNCTION_NAME = "function.name"  # inside OI_TOOL_CALL_RE's field group
+OI_TOOL_CALL_FUNCTION_ARGUMENTS = "function.arguments"
 OI_MESSAGES_RE = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
 OI_TOOL_CALL_RE = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
 OI_CONTENTS_RE = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
@@ -94,6 +99,10 @@ TL_WORKFLOW_NAME = "traceloop.workflow.name"
 LLM_REQUEST_TYPE = "llm.request.type"
 GEN_AI_TASK_OUTPUT = "gen_ai.task.output"
 # gen_ai.prompt.{i}.{role,content,tool_call_id,tool_calls.{j}.{id,name,arguments}}
+TL_PROMPT_PREFIX = "gen_ai.prompt."
+TL_COMPLETION_PREFIX = "gen_ai.completion."
+TL_FUNCTIONS_PREFIX = "llm.request.functions."
+TL_TOOL_SPAN_SUFFIX = ".tool"
 TL_PROMPT_RE = re.compile(r"^gen_ai\.prompt\.(\d+)\.(.+)$")
 # gen_ai.completion.{i}.{role,content,finish_reason,tool_calls.{j}.*,function_call.*}
 TL_COMPLETION_RE = re.compile(r"^gen_ai\.completion\.(\d+)\.(.+)$")
@@ -103,6 +112,7 @@ TL_FUNCTIONS_RE = re.compile(r"^llm\.request\.functions\.(\d+)\.(.+)$")
 # --- Vercel AI SDK (ai.*) ----------------------------------------------------------------------
 AI_OPERATION_ID = "ai.operationId"
 AI_FUNCTION_ID = "ai.telemetry.functionId"
+AI_RESOURCE_NAME = "resource.name"
 AI_PROMPT = "ai.prompt"
 AI_PROMPT_MESSAGES = "ai.prompt.messages"
 AI_PROMPT_TOOLS = "ai.prompt.tools"

@@ -47,9 +47,9 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
 
     if has_messages:
         if facts.input_messages is None and sc.GEN_AI_INPUT_MESSAGES in attrs:
-            facts.input_messages = _messages(attrs[sc.GEN_AI_INPUT_MESSAGES], facts, "gen_ai.input.messages")
+            facts.input_messages = _messages(attrs[sc.GEN_AI_INPUT_MESSAGES], facts, sc.GEN_AI_INPUT_MESSAGES)
         if facts.output_messages is None and sc.GEN_AI_OUTPUT_MESSAGES in attrs:
-            facts.output_messages = _messages(attrs[sc.GEN_AI_OUTPUT_MESSAGES], facts, "gen_ai.output.messages")
+            facts.output_messages = _messages(attrs[sc.GEN_AI_OUTPUT_MESSAGES], facts, sc.GEN_AI_OUTPUT_MESSAGES)
     elif events:
         _read_events(events, facts)
 
@@ -198,7 +198,7 @@ def _read_events(events: list[Any], facts: SpanFacts) -> None:
             message = body.get("message") if isinstance(body.get("message"), dict) else body
             msg = p.message_from({"role": "assistant", **message})
             if msg is not None:
-                msg.finish_reason = msg.finish_reason or p._opt_str(body.get("finish_reason"))
+                msg.finish_reason = msg.finish_reason or p.opt_str(body.get("finish_reason"))
                 outputs.append(_repr_tool_calls(msg))
             continue
         role = event.name.split(".")[1]  # gen_ai.<role>.message

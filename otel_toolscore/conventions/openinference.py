@@ -59,8 +59,8 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
 
 def _is_graph_node(attrs: Attributes, name: str) -> bool:
     """LangGraph node executions are tagged AGENT by some versions; they are steps, not agents."""
-    meta = p.loads(attrs.get("metadata")) if "metadata" in attrs else None
-    return isinstance(meta, dict) and meta.get("langgraph_node") == name
+    meta = p.loads(attrs.get(sc.OI_METADATA)) if sc.OI_METADATA in attrs else None
+    return isinstance(meta, dict) and meta.get(sc.LANGGRAPH_NODE) == name
 
 
 def _flattened(attrs: Attributes) -> tuple[list[Message], list[Message], list[Any]]:
@@ -68,7 +68,7 @@ def _flattened(attrs: Attributes) -> tuple[list[Message], list[Message], list[An
     raw: dict[str, dict[int, dict[str, Any]]] = {"input": {}, "output": {}}
     tools: dict[int, Any] = {}
     for key, value in attrs.items():
-        if not key.startswith("llm."):
+        if not key.startswith(sc.OI_LLM_PREFIX):
             continue
         m = sc.OI_MESSAGES_RE.match(key)
         if m:
@@ -105,11 +105,11 @@ def _build(by_index: dict[int, dict[str, Any]]) -> list[Message]:
                 calls.setdefault(int(tm.group(1)), {})[tm.group(2)] = v
         for j in sorted(calls):
             c = calls[j]
-            args, raw, _ = p.parse_arguments(c.get("function.arguments"))
+            args, raw, _ = p.parse_arguments(c.get(sc.OI_TOOL_CALL_FUNCTION_ARGUMENTS))
             msg.tool_calls.append(
                 ToolCallRequest(
-                    id=p._opt_str(c.get("id")),
-                    name=p._opt_str(c.get("function.name")),
+                    id=p.opt_str(c.get("id")),
+                    name=p.opt_str(c.get(sc.OI_TOOL_CALL_FUNCTION_NAME)),
                     arguments=args,
                     arguments_raw=raw,
                 )
@@ -118,8 +118,8 @@ def _build(by_index: dict[int, dict[str, Any]]) -> list[Message]:
             parsed, raw_content = p.parse_result(content)
             msg.tool_results.append(
                 ToolResultPart(
-                    tool_call_id=p._opt_str(fields.get("tool_call_id")),
-                    name=p._opt_str(fields.get("name")),
+                    tool_call_id=p.opt_str(fields.get("tool_call_id")),
+                    name=p.opt_str(fields.get("name")),
                     content=parsed,
                     content_raw=raw_content,
                 )
@@ -162,9 +162,9 @@ def _io_text(value: Any, want: str) -> str | None:
 def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     if facts.tool is not None:
         return
-    tool = ToolExecution(name=p._opt_str(attrs.get(sc.OI_TOOL_NAME) or span.name))
+    tool = ToolExecution(name=p.opt_str(attrs.get(sc.OI_TOOL_NAME) or span.name))
     call_id = attrs.get(sc.OI_TOOL_ID) or attrs.get(sc.OI_TOOL_CALL_ID)
-    tool.call_id = p._opt_str(call_id)
+    tool.call_id = p.opt_str(call_id)
     if sc.OI_INPUT_VALUE in attrs:
         tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(attrs[sc.OI_INPUT_VALUE])
     if sc.OI_OUTPUT_VALUE in attrs:
@@ -194,7 +194,7 @@ def _read_retriever(attrs: Attributes, facts: SpanFacts) -> None:
         score = f.get("score")
         docs.append(
             Document(
-                id=p._opt_str(f.get("id")),
+                id=p.opt_str(f.get("id")),
                 content=p.as_text(f.get("content")),
                 score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
                 metadata=meta if isinstance(meta, dict) else None,

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
-from otel_toolscore.conventions.genai import documents_from
+from otel_toolscore.conventions.genai import documents_from, first_user_text, last_assistant_text
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolResultPart
 
 NAME = "openllmetry"
@@ -24,7 +24,7 @@ _LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
 
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     kind = attrs.get(sc.TL_SPAN_KIND)
-    flattened = any(k.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for k in attrs)
+    flattened = any(k.startswith((sc.TL_PROMPT_PREFIX, sc.TL_COMPLETION_PREFIX)) for k in attrs)
     if kind is None and not flattened and sc.LLM_REQUEST_TYPE not in attrs:
         return
     facts.note(NAME)
@@ -32,7 +32,7 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
         facts.set_role("agent")
         if facts.agent_name is None:
             name = attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(sc.TL_ENTITY_NAME) or attrs.get(sc.TL_WORKFLOW_NAME)
-            facts.agent_name = p._opt_str(name)
+            facts.agent_name = p.opt_str(name)
         if facts.run_input is None and sc.TL_ENTITY_INPUT in attrs:
             facts.run_input = _entity_text(attrs[sc.TL_ENTITY_INPUT], want="user")
         if facts.run_output is None and sc.TL_ENTITY_OUTPUT in attrs:
@@ -69,8 +69,6 @@ def _entity_text(value: Any, want: str) -> str | None:
                 return parsed[key]
         msgs = parsed.get("messages")
         if isinstance(msgs, list):
-            from otel_toolscore.conventions.genai import first_user_text, last_assistant_text
-
             parsed_msgs = p.messages_from_list(msgs)
             return first_user_text(parsed_msgs) if want == "user" else last_assistant_text(parsed_msgs)
     return None
@@ -90,9 +88,9 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     tool = ToolExecution()
     name = attrs.get(sc.GEN_AI_TOOL_NAME) or attrs.get(sc.TL_ENTITY_NAME)
     if not name:
-        name = span.name[: -len(".tool")] if span.name.endswith(".tool") else span.name
+        name = span.name.removesuffix(sc.TL_TOOL_SPAN_SUFFIX)
     tool.name = str(name)
-    tool.call_id = p._opt_str(attrs.get(sc.GEN_AI_TOOL_CALL_ID))
+    tool.call_id = p.opt_str(attrs.get(sc.GEN_AI_TOOL_CALL_ID))
     args = attrs.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS, attrs.get(sc.TL_ENTITY_INPUT))
     if args is not None:
         tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(args)
@@ -108,15 +106,15 @@ def _read_flattened(attrs: Attributes, facts: SpanFacts) -> None:
     completions: dict[int, dict[str, Any]] = {}
     functions: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
-        if key.startswith("gen_ai.prompt."):
+        if key.startswith(sc.TL_PROMPT_PREFIX):
             m = sc.TL_PROMPT_RE.match(key)
             if m:
                 prompts.setdefault(int(m.group(1)), {})[m.group(2)] = value
-        elif key.startswith("gen_ai.completion."):
+        elif key.startswith(sc.TL_COMPLETION_PREFIX):
             m = sc.TL_COMPLETION_RE.match(key)
             if m:
                 completions.setdefault(int(m.group(1)), {})[m.group(2)] = value
-        elif key.startswith("llm.request.functions."):
+        elif key.startswith(sc.TL_FUNCTIONS_PREFIX):
             m = sc.TL_FUNCTIONS_RE.match(key)
             if m:
                 functions.setdefault(int(m.group(1)), {})[m.group(2)] = value
@@ -133,14 +131,14 @@ def _read_flattened(attrs: Attributes, facts: SpanFacts) -> None:
 
 def _message(fields: dict[str, Any]) -> Message:
     role = p.norm_role(fields.get("role"))
-    msg = Message(role=role, finish_reason=p._opt_str(fields.get("finish_reason")))
+    msg = Message(role=role, finish_reason=p.opt_str(fields.get("finish_reason")))
     for call in _calls(fields):
         msg.tool_calls.append(call)
     content = fields.get("content")
     if role == "tool":
         parsed, raw = p.parse_result(content)
         msg.tool_results.append(
-            ToolResultPart(tool_call_id=p._opt_str(fields.get("tool_call_id")), name=p._opt_str(fields.get("name")),
+            ToolResultPart(tool_call_id=p.opt_str(fields.get("tool_call_id")), name=p.opt_str(fields.get("name")),
                            content=parsed, content_raw=raw)
         )
     else:
@@ -162,11 +160,11 @@ def _calls(fields: dict[str, Any]) -> list[ToolCallRequest]:
     for j in sorted(calls):
         c = calls[j]
         args, raw, _ = p.parse_arguments(c.get("arguments"))
-        out.append(ToolCallRequest(id=p._opt_str(c.get("id")), name=p._opt_str(c.get("name")), arguments=args,
+        out.append(ToolCallRequest(id=p.opt_str(c.get("id")), name=p.opt_str(c.get("name")), arguments=args,
                                    arguments_raw=raw))
     if "function_call.name" in fields:
         args, raw, _ = p.parse_arguments(fields.get("function_call.arguments"))
-        out.append(ToolCallRequest(name=p._opt_str(fields["function_call.name"]), arguments=args, arguments_raw=raw))
+        out.append(ToolCallRequest(name=p.opt_str(fields["function_call.name"]), arguments=args, arguments_raw=raw))
     return out
 
 

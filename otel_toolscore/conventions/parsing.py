@@ -288,7 +288,7 @@ def message_from(item: Any) -> Message | None:
         data.setdefault("type", item["type"])
         return _langchain_message({"kwargs": data, "id": [item["type"]]})
     role = norm_role(item.get("role") or item.get("type"))
-    msg = Message(role=role, finish_reason=_opt_str(item.get("finish_reason")))
+    msg = Message(role=role, finish_reason=opt_str(item.get("finish_reason")))
     if isinstance(item.get("parts"), list):
         _apply_parts(msg, item["parts"])
         return msg
@@ -306,8 +306,8 @@ def message_from(item: Any) -> Message | None:
         parsed, raw = parse_result(content)
         msg.tool_results.append(
             ToolResultPart(
-                tool_call_id=_opt_str(item.get("tool_call_id") or item.get("toolCallId")),
-                name=_opt_str(item.get("name")),
+                tool_call_id=opt_str(item.get("tool_call_id") or item.get("toolCallId")),
+                name=opt_str(item.get("name")),
                 content=parsed,
                 content_raw=raw,
             )
@@ -354,8 +354,8 @@ def _tool_result_part(part: Mapping[str, Any]) -> ToolResultPart:
         value = part.get("content")
     parsed, raw = parse_result(value)
     return ToolResultPart(
-        tool_call_id=_opt_str(part.get("id") or part.get("toolCallId") or part.get("tool_call_id") or part.get("call_id")),
-        name=_opt_str(part.get("name") or part.get("toolName") or part.get("tool_name")),
+        tool_call_id=opt_str(part.get("id") or part.get("toolCallId") or part.get("tool_call_id") or part.get("call_id")),
+        name=opt_str(part.get("name") or part.get("toolName") or part.get("tool_name")),
         content=parsed,
         content_raw=raw,
         is_error=is_error,
@@ -371,7 +371,7 @@ def _langchain_message(item: Mapping[str, Any]) -> Message:
     if role == "tool":
         parsed, raw = parse_result(kw.get("content"))
         msg.tool_results.append(
-            ToolResultPart(tool_call_id=_opt_str(kw.get("tool_call_id")), name=_opt_str(kw.get("name")),
+            ToolResultPart(tool_call_id=opt_str(kw.get("tool_call_id")), name=opt_str(kw.get("name")),
                            content=parsed, content_raw=raw, is_error=kw.get("status") == "error")
         )
         return msg
@@ -390,7 +390,7 @@ def system_from_messages(messages: list[Message]) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _opt_str(v: Any) -> str | None:
+def opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
@@ -416,10 +416,10 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
         params = params["jsonSchema"]
     return ToolDefinition(
         name=str(name),
-        description=_opt_str(obj.get("description")),
+        description=opt_str(obj.get("description")),
         parameters=dict(params) if isinstance(params, Mapping) else None,
         deprecated=bool(obj.get("deprecated", False)),
-        replaced_by=_opt_str(obj.get("replaced_by")),
+        replaced_by=opt_str(obj.get("replaced_by")),
     )
 
 

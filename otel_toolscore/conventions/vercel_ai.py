@@ -13,7 +13,6 @@ from otel_toolscore.conventions.genai import first_user_text
 from otel_toolscore.trajectory import Message
 
 NAME = "vercel_ai"
-_RESOURCE_NAME = "resource.name"
 
 
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
@@ -24,7 +23,7 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     if op in sc.AI_RUN_SPANS:
         facts.set_role("agent")
         if facts.agent_name is None:
-            facts.agent_name = p._opt_str(attrs.get(sc.AI_FUNCTION_ID) or attrs.get(_RESOURCE_NAME))
+            facts.agent_name = p.opt_str(attrs.get(sc.AI_FUNCTION_ID) or attrs.get(sc.AI_RESOURCE_NAME))
         _read_prompt(attrs, facts)
         if facts.run_output is None and sc.AI_RESPONSE_TEXT in attrs:
             facts.run_output = p.as_text(attrs[sc.AI_RESPONSE_TEXT])
@@ -42,8 +41,8 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
             facts.tool_definitions = p.tool_definitions_from(attrs[sc.AI_PROMPT_TOOLS])
     elif op == sc.AI_TOOL_SPAN:
         facts.set_role("tool")
-        tool = ToolExecution(name=p._opt_str(attrs.get(sc.AI_TOOL_CALL_NAME)),
-                             call_id=p._opt_str(attrs.get(sc.AI_TOOL_CALL_ID)))
+        tool = ToolExecution(name=p.opt_str(attrs.get(sc.AI_TOOL_CALL_NAME)),
+                             call_id=p.opt_str(attrs.get(sc.AI_TOOL_CALL_ID)))
         if sc.AI_TOOL_CALL_ARGS in attrs:
             tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(attrs[sc.AI_TOOL_CALL_ARGS])
         if sc.AI_TOOL_CALL_RESULT in attrs:
@@ -72,7 +71,7 @@ def _read_prompt(attrs: Attributes, facts: SpanFacts) -> None:
 
 
 def _output(attrs: Attributes) -> Message:
-    msg = Message(role="assistant", finish_reason=p._opt_str(attrs.get(sc.AI_RESPONSE_FINISH_REASON)))
+    msg = Message(role="assistant", finish_reason=p.opt_str(attrs.get(sc.AI_RESPONSE_FINISH_REASON)))
     text = attrs.get(sc.AI_RESPONSE_TEXT)
     msg.content = p.as_text(text) if text else None
     for item in p.parse_json_list(attrs.get(sc.AI_RESPONSE_TOOL_CALLS)):
