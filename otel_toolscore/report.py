@@ -93,7 +93,7 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0) -> Non
 def _issues(score: Score) -> list[str]:
     """One line per issue a code scorer found, for the table's footer."""
     out = []
-    for call in score.details.get("calls", []) if isinstance(score.details, dict) else []:
+    for call in score.details.get("tool_calls", []) if isinstance(score.details, dict) else []:
         if not isinstance(call, dict):
             continue
         for issue in call.get("issues", []):

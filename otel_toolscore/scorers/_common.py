@@ -1,0 +1,111 @@
+"""Pieces shared by the per-call scorers: the issue record and trajectory look-ups."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from otel_toolscore.trajectory import LLMCall, ToolCall, Trajectory
+
+_MAX_ACTUAL_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One problem found in one tool call (the ``issues`` entries of per-call details)."""
+
+    type: str
+    severity: str
+    message: str
+    path: str | None = None
+    expected: Any = None
+    actual: Any = None
+    #: what would fix it; reported in the call's ``suggestions``, not inside the issue
+    suggestion: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "severity": self.severity,
+            "path": self.path,
+            "message": self.message,
+            "expected": self.expected,
+            "actual": self.actual,
+        }
+
+
+def suggestions_of(issues: list[Issue]) -> list[str]:
+    """One suggestion per issue, in issue order, duplicates dropped."""
+    seen: dict[str, None] = {}
+    for issue in issues:
+        if issue.suggestion:
+            seen.setdefault(issue.suggestion, None)
+    return list(seen)
+
+
+def small_json(value: Any) -> Any:
+    """A value safe and short enough to sit in details: scalars as they are, small lists of
+    scalars as lists, anything else as truncated JSON text."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return clip(value)
+    if isinstance(value, (list, tuple)) and len(value) <= 20:
+        if all(v is None or isinstance(v, (bool, int, float, str)) for v in value):
+            return [clip(v) if isinstance(v, str) else v for v in value]
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return clip(text)
+
+
+def clip(text: str, limit: int = _MAX_ACTUAL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def canonical_json(value: Any) -> str:
+    """Order-insensitive text of a JSON-like value, for equality of arguments and results."""
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        )
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def step_positions(
+    trajectory: Trajectory,
+) -> tuple[list[ToolCall], list[int], list[LLMCall], list[int]]:
+    """Tool calls and LLM calls with their positions in ``trajectory.steps``."""
+    calls: list[ToolCall] = []
+    call_positions: list[int] = []
+    llms: list[LLMCall] = []
+    llm_positions: list[int] = []
+    for position, step in enumerate(trajectory.steps):
+        if isinstance(step, ToolCall):
+            calls.append(step)
+            call_positions.append(position)
+        elif isinstance(step, LLMCall):
+            llms.append(step)
+            llm_positions.append(position)
+    return calls, call_positions, llms, llm_positions

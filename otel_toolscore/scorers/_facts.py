@@ -1,0 +1,462 @@
+"""Specific facts in free text, normalised so that the same fact matches however it is written.
+
+A *fact* is something an answer can get wrong in a checkable way: a number (with its unit's
+dimension), money, a percentage, a date, a time, an identifier, an email or a URL. Extraction
+runs the patterns from the most specific (URLs, emails, dates) to the least (bare numbers) and
+blanks what each one took, so the digits of a date or an order id never reappear as numbers.
+
+Normalisation: case-folded; thousands separators and currency symbols dropped from values;
+``72``, ``72.0``, ``72°F`` and ``72 degrees`` are all the number 72 (the unit's dimension is
+kept apart, for "is this the same kind of fact"); dates become (year, month, day) with the year
+optional; times become minutes after midnight.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+#: a bare integer this small is usually a count or an ordinal, not a claim worth checking
+MINOR_INT_LIMIT = 10
+_MAX_TEXT = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    kind: str  # number, year, money, percentage, date, time, identifier, email, url
+    #: float for number/year/money/percentage; (y|None, m, d) for date; minutes for time;
+    #: case-folded text otherwise
+    value: Any
+    text: str
+    #: numbers: the unit's dimension (temperature, length, …) or None; money: currency or None
+    unit: str | None = None
+    #: numbers: digits after the decimal point as written (for "68" vs 68.4)
+    decimals: int = 0
+    #: times: written without am/pm and ≤ 12 h, so "2:30" may mean 14:30
+    ambiguous: bool = False
+    #: ambiguous numeric dates (03/04/2025): every reading
+    alternatives: tuple[Any, ...] = field(default=())
+    #: small bare integers: used for "was the value used", ignored as hallucination evidence
+    minor: bool = False
+
+    @property
+    def key(self) -> tuple[str, Any]:
+        return (self.kind, self.value)
+
+
+# --- patterns ------------------------------------------------------------------------------
+
+_NUM = r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_NUM_START = r"(?<![\w.,/])"  # not inside a word, a decimal, a list like 1,2 or a path
+_SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|mn)\b)?"
+
+_MONTHS = {
+    "january": 1,
+    "jan": 1,
+    "february": 2,
+    "feb": 2,
+    "march": 3,
+    "mar": 3,
+    "april": 4,
+    "apr": 4,
+    "may": 5,
+    "june": 6,
+    "jun": 6,
+    "july": 7,
+    "jul": 7,
+    "august": 8,
+    "aug": 8,
+    "september": 9,
+    "sep": 9,
+    "sept": 9,
+    "october": 10,
+    "oct": 10,
+    "november": 11,
+    "nov": 11,
+    "december": 12,
+    "dec": 12,
+}
+_MONTH = "(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+
+_URL_RE = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'`]+", re.I)
+_EMAIL_RE = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.I)
+_UUID_RE = re.compile(
+    r"(?<![\w-])[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?![\w-])", re.I
+)
+_ISO_DATE_RE = re.compile(r"(?<![\w.])(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})(?!\d)")
+_TEXT_DATE_MD_RE = re.compile(
+    rf"\b{_MONTH}\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y>\d{{4}})\b)?", re.I
+)
+_TEXT_DATE_DM_RE = re.compile(
+    rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?![a-z])(?:,?\s+(?P<y>\d{{4}})\b)?",
+    re.I,
+)
+_SLASH_DATE_RE = re.compile(r"(?<![\w./])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\w/])")
+_CLOCK_RE = re.compile(
+    r"(?<![\d:.])(?P<h>\d{1,2}):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?"
+    r"(?:\s?(?P<ap>[ap])\.?\s?m\b\.?)?(?![\d:])",
+    re.I,
+)
+_HOUR_AMPM_RE = re.compile(r"(?<![\w.:])(?P<h>\d{1,2})\s?(?P<ap>[ap])\.?\s?m\b\.?", re.I)
+_MONEY_PREFIX_RE = re.compile(rf"(?P<cur>US\$|C\$|A\$|\$|€|£|¥|₹)\s?(?P<num>{_NUM}){_SCALE}", re.I)
+_CURRENCY_CODES = "usd|eur|gbp|jpy|inr|cad|aud|chf|cny|sek|nok|dkk"
+_MONEY_CODE_RE = re.compile(rf"\b(?P<cur>{_CURRENCY_CODES})\s?(?P<num>{_NUM}){_SCALE}", re.I)
+_MONEY_SUFFIX_RE = re.compile(
+    rf"{_NUM_START}(?P<num>{_NUM}){_SCALE}\s?(?P<cur>{_CURRENCY_CODES}|dollars?|euros?|cents?|bucks)\b",
+    re.I,
+)
+_PERCENT_RE = re.compile(rf"{_NUM_START}(?P<num>{_NUM})\s?(?:%|percent\b|per\s?cent\b|pct\b)", re.I)
+_IDENT_SEP_RE = re.compile(
+    r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]+(?:[-_][a-z0-9]+)+(?![\w-])", re.I
+)
+_IDENT_CAPS_RE = re.compile(r"(?<![\w-])[A-Z]{2,}\d{3,}[A-Z0-9]*(?![\w-])")
+_IDENT_HASH_RE = re.compile(r"(?<![\w#])#\d{3,}\b")
+_HEX_RE = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])", re.I)
+
+# unit → dimension; longest spellings first so "km/h" wins over "km" and "m"
+_UNITS: dict[str, str] = {}
+for _dimension, _spellings in {
+    "temperature": "°f °c ºf ºc ° º degrees degree deg fahrenheit celsius",
+    "speed": "km/h mph kph kmh m/s knots knot",
+    "length": "kilometers kilometres kilometer kilometre km miles mile mi meters metres meter "
+    "metre cm mm ft feet foot yards yard yd inches inch",
+    "mass": "kilograms kilogram kg grams gram mg g pounds pound lbs lb ounces ounce oz tonnes "
+    "tonne tons ton",
+    "duration": "milliseconds millisecond ms seconds second secs sec s minutes minute mins min "
+    "hours hour hrs hr h days day weeks week months month years year yrs",
+    "data": "bytes byte kib mib gib tib kb mb gb tb pb",
+}.items():
+    for _spelling in _spellings.split():
+        _UNITS[_spelling] = _dimension
+_UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+_NUMBER_RE = re.compile(
+    rf"{_NUM_START}(?P<num>{_NUM}){_SCALE}"
+    rf"(?:\s?(?P<unit>°\s?[fc]\b|º\s?[fc]\b|(?:{_UNIT_ALT})(?![\w/])|[fc](?![\w]))"
+    rf"(?:\s(?P<scale2>fahrenheit|celsius)\b)?)?",
+    re.I,
+)
+_SCALES = {"thousand": 1e3, "million": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9, "trillion": 1e12}
+
+
+# --- extraction ----------------------------------------------------------------------------
+
+
+def _to_number(text: str) -> float:
+    return float(text.replace(",", "").replace("−", "-"))
+
+
+def _decimals(text: str) -> int:
+    return len(text.split(".", 1)[1]) if "." in text else 0
+
+
+def _scaled(value: float, scale: str | None) -> float:
+    return value * _SCALES[scale.lower()] if scale else value
+
+
+def _valid_date(y: int | None, m: int, d: int) -> bool:
+    return 1 <= m <= 12 and 1 <= d <= 31 and (y is None or 1000 <= y <= 9999)
+
+
+def _year(text: str | None) -> int | None:
+    if not text:
+        return None
+    y = int(text)
+    return y + 2000 if y < 100 else y
+
+
+class _Extractor:
+    """One pass over one text; each ``take_*`` records facts and blanks what it matched."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.facts: list[Fact] = []
+
+    def run(self, pattern: re.Pattern[str], make: Any) -> None:
+        def replace(match: re.Match[str]) -> str:
+            made = make(match)
+            if made is None:
+                return match.group(0)  # not a fact after all; leave it for later patterns
+            self.facts.extend(made if isinstance(made, list) else [made])
+            return " " * len(match.group(0))
+
+        self.text = pattern.sub(replace, self.text)
+
+
+def _url(match: re.Match[str]) -> Fact:
+    raw = match.group(0).rstrip(".,;:!?)]}'\"")
+    value = raw.casefold()
+    value = re.sub(r"^https?://", "", value)
+    value = re.sub(r"^www\.", "", value).rstrip("/")
+    return Fact("url", value, raw)
+
+
+def _email(match: re.Match[str]) -> Fact:
+    return Fact("email", match.group(0).casefold(), match.group(0))
+
+
+def _identifier(match: re.Match[str]) -> Fact:
+    return Fact("identifier", match.group(0).casefold(), match.group(0))
+
+
+def _iso_date(match: re.Match[str]) -> Fact | None:
+    y, m, d = int(match["y"]), int(match["m"]), int(match["d"])
+    return Fact("date", (y, m, d), match.group(0)) if _valid_date(y, m, d) else None
+
+
+def _text_date(match: re.Match[str]) -> Fact | None:
+    if not match["month"][0].isupper():
+        return None  # "may 5", "mar 3": verbs far more often than lower-case month names
+    m = _MONTHS[match["month"].casefold()]
+    d = int(match["d"])
+    y = _year(match["y"])
+    return Fact("date", (y, m, d), match.group(0).strip()) if _valid_date(y, m, d) else None
+
+
+def _slash_date(match: re.Match[str]) -> Fact | None:
+    a, b, y = int(match["a"]), int(match["b"]), _year(match["y"])
+    readings = tuple(
+        dict.fromkeys(r for r in ((y, a, b), (y, b, a)) if _valid_date(r[0], r[1], r[2]))
+    )
+    if not readings:
+        return None
+    return Fact("date", readings[0], match.group(0), alternatives=readings)
+
+
+def _clock(match: re.Match[str]) -> Fact | None:
+    h, m, ap = int(match["h"]), int(match["m"]), match["ap"]
+    if m > 59 or h > 23 or (ap and not 1 <= h <= 12):
+        return None
+    if ap:
+        h = h % 12 + (12 if ap.lower() == "p" else 0)
+    return Fact("time", h * 60 + m, match.group(0).strip(), ambiguous=not ap and h <= 12)
+
+
+def _hour_ampm(match: re.Match[str]) -> Fact | None:
+    h = int(match["h"])
+    if not 1 <= h <= 12:
+        return None
+    h = h % 12 + (12 if match["ap"].lower() == "p" else 0)
+    return Fact("time", h * 60, match.group(0).strip())
+
+
+def _money(match: re.Match[str]) -> Fact:
+    currency = match["cur"].casefold()
+    value = _scaled(_to_number(match["num"]), match["scale"])
+    if currency.startswith("cent"):
+        value /= 100
+    return Fact(
+        "money", value, match.group(0).strip(), unit=currency, decimals=_decimals(match["num"])
+    )
+
+
+def _percent(match: re.Match[str]) -> Fact:
+    return Fact(
+        "percentage",
+        _to_number(match["num"]),
+        match.group(0).strip(),
+        decimals=_decimals(match["num"]),
+    )
+
+
+def _number(match: re.Match[str]) -> Fact:
+    raw_num = match["num"]
+    value = _scaled(_to_number(raw_num), match["scale"])
+    unit_text = match["unit"]
+    dimension = None
+    if unit_text:
+        unit_key = re.sub(r"\s+", "", unit_text.casefold())
+        dimension = _UNITS.get(unit_key) or ("temperature" if unit_key in ("f", "c") else None)
+    text = match.group(0).strip()
+    plain = dimension is None and not match["scale"]
+    integer = plain and "." not in raw_num and "," not in raw_num
+    if integer and 1900 <= value <= 2100 and raw_num.isdigit():
+        return Fact("year", value, text)
+    minor = integer and abs(value) <= MINOR_INT_LIMIT
+    return Fact("number", value, text, unit=dimension, decimals=_decimals(raw_num), minor=minor)
+
+
+_PIPELINE: tuple[tuple[re.Pattern[str], Any], ...] = (
+    (_URL_RE, _url),
+    (_EMAIL_RE, _email),
+    (_UUID_RE, _identifier),
+    (_ISO_DATE_RE, _iso_date),
+    (_TEXT_DATE_MD_RE, _text_date),
+    (_TEXT_DATE_DM_RE, _text_date),
+    (_SLASH_DATE_RE, _slash_date),
+    (_CLOCK_RE, _clock),
+    (_HOUR_AMPM_RE, _hour_ampm),
+    (_MONEY_PREFIX_RE, _money),
+    (_MONEY_CODE_RE, _money),
+    (_MONEY_SUFFIX_RE, _money),
+    (_PERCENT_RE, _percent),
+    (_IDENT_SEP_RE, _identifier),
+    (_IDENT_CAPS_RE, _identifier),
+    (_IDENT_HASH_RE, _identifier),
+    (_HEX_RE, _identifier),
+    (_NUMBER_RE, _number),
+)
+
+
+@lru_cache(maxsize=4096)
+def extract_facts(text: str) -> tuple[Fact, ...]:
+    """Every fact in the text, in pattern order (not text order)."""
+    if not text:
+        return ()
+    extractor = _Extractor(text[:_MAX_TEXT].replace("’", "'"))
+    for pattern, make in _PIPELINE:
+        extractor.run(pattern, make)
+    return tuple(extractor.facts)
+
+
+def number_fact(value: float) -> Fact:
+    """A JSON number leaf as a fact (no unit, as precise as it is)."""
+    text = repr(value)
+    decimals = 0 if float(value).is_integer() else len(text.split(".", 1)[-1])
+    return Fact(
+        "number",
+        float(value),
+        text,
+        decimals=decimals,
+        minor=float(value).is_integer() and abs(value) <= MINOR_INT_LIMIT,
+    )
+
+
+# --- matching --------------------------------------------------------------------------------
+
+# Unit conversions an answer commonly adds (°F↔°C, mi↔km, mph↔km/h, lb↔kg), by dimension.
+_CONVERSIONS: dict[str, tuple[Any, ...]] = {
+    "temperature": (lambda f: (f - 32) * 5 / 9, lambda c: c * 9 / 5 + 32),
+    "length": (lambda mi: mi * 1.609344, lambda km: km / 1.609344),
+    "speed": (lambda mph: mph * 1.609344, lambda kmh: kmh / 1.609344),
+    "mass": (lambda lb: lb * 0.45359237, lambda kg: kg / 0.45359237),
+}
+
+_NUMERIC_KINDS = frozenset({"number", "year", "money", "percentage"})
+
+
+class FactIndex:
+    """Facts of some texts, indexed for "does this fact appear there" (normalised)."""
+
+    def __init__(self, facts: Iterable[Fact] = (), texts: Iterable[str] = ()) -> None:
+        self.numbers: set[float] = set()
+        self.numeric: set[tuple[float, int]] = set()
+        self.percentages: set[float] = set()
+        self.dates: set[tuple[int | None, int, int]] = set()
+        self.month_days: set[tuple[int, int]] = set()
+        self.years: set[int] = set()
+        self.times: set[int] = set()
+        self.times_mod12: set[int] = set()
+        self.ambiguous_times_mod12: set[int] = set()
+        self.strings: set[str] = set()
+        self.kinds: set[tuple[str, str | None]] = set()
+        self._blob_parts: list[str] = []
+        self.add(facts)
+        for text in texts:
+            self.add_text(text)
+
+    def add_text(self, text: str) -> None:
+        if text:
+            self.add(extract_facts(text))
+            self._blob_parts.append(text.casefold())
+
+    def add(self, facts: Iterable[Fact]) -> None:
+        for fact in facts:
+            self.kinds.add((fact.kind, fact.unit if fact.kind == "number" else None))
+            if fact.kind in _NUMERIC_KINDS:
+                self.numbers.add(fact.value)
+                self.numeric.add((fact.value, fact.decimals))
+                if fact.kind == "percentage":
+                    self.percentages.add(fact.value)
+            elif fact.kind == "date":
+                for y, m, d in fact.alternatives or (fact.value,):
+                    self.dates.add((y, m, d))
+                    self.month_days.add((m, d))
+                    if y is not None:
+                        self.years.add(y)
+            elif fact.kind == "time":
+                self.times.add(fact.value)
+                self.times_mod12.add(fact.value % 720)
+                if fact.ambiguous:
+                    self.ambiguous_times_mod12.add(fact.value % 720)
+            else:
+                self.strings.add(fact.value)
+
+    def contains(self, fact: Fact, *, rounded_here: bool = False) -> bool:
+        """Does the fact appear here? Numbers match as numbers; a number written here may be a
+        rounding of the fact's (``rounded_here``: "68" here uses the fact 68.4) or, by default,
+        the fact may be a rounding of a number here ("about 68" grounded by 68.4)."""
+        kind = fact.kind
+        if kind in _NUMERIC_KINDS:
+            if rounded_here:
+                return (
+                    fact.value in self.numbers
+                    or any(round(fact.value, decimals) == value for value, decimals in self.numeric)
+                    # a fraction shown as a percentage: 0.15 → "15%"
+                    or round(fact.value * 100, 6) in self.percentages
+                )
+            return self._has_number(fact)
+        if kind == "date":
+            return any(self._has_date(reading) for reading in fact.alternatives or (fact.value,))
+        if kind == "time":
+            mod = fact.value % 720
+            return (
+                fact.value in self.times
+                or (fact.ambiguous and mod in self.times_mod12)
+                or mod in self.ambiguous_times_mod12
+            )
+        if fact.value in self.strings:
+            return True
+        # an id or address inside a longer token of a source (a URL path, a sentence) counts
+        return any(fact.value in part for part in self._blob_parts)
+
+    def _has_number(self, fact: Fact) -> bool:
+        value = fact.value
+        if value in self.numbers:
+            return True
+        if fact.kind == "year" and int(value) in self.years:
+            return True
+        if fact.kind == "percentage" and round(value / 100, 6) in self.numbers:
+            return True
+        # "about 68" for 68.4: a source value rounded to the precision the text uses; an
+        # answer that adds "(20°C)" to a 68°F result converted it, it did not invent it
+        conversions = _CONVERSIONS.get(fact.unit or "", ()) if fact.kind == "number" else ()
+        for source in self.numbers:
+            if not math.isfinite(source):
+                continue
+            if round(source, fact.decimals) == value:
+                return True
+            if any(round(convert(source), fact.decimals) == value for convert in conversions):
+                return True
+        return False
+
+    def _has_date(self, reading: tuple[int | None, int, int]) -> bool:
+        y, m, d = reading
+        if y is None:
+            return (m, d) in self.month_days
+        return reading in self.dates or (None, m, d) in self.dates
+
+    def has_kind_for(self, fact: Fact) -> bool:
+        """Is there a fact of the same kind here (the condition for calling a fact invented)?
+
+        Numbers are the same kind when their dimensions agree or either has no unit; a year
+        is comparable with dates and years.
+        """
+        if fact.kind == "number":
+            if fact.unit is None:
+                return any(kind == "number" for kind, _ in self.kinds)
+            return ("number", fact.unit) in self.kinds or ("number", None) in self.kinds
+        if fact.kind == "year":
+            return ("year", None) in self.kinds or ("date", None) in self.kinds
+        return (fact.kind, None) in self.kinds
+
+
+def unique_facts(facts: Iterable[Fact]) -> list[Fact]:
+    """Facts without repeats of the same (kind, value), first spelling kept."""
+    seen: dict[tuple[str, Any], Fact] = {}
+    for fact in facts:
+        seen.setdefault(fact.key, fact)
+    return list(seen.values())

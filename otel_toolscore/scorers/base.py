@@ -1,0 +1,372 @@
+"""What every scorer shares: the ``Score`` it returns, the ``Scorer`` base, the registry, and
+where expectations (ground truth) come from.
+
+A scorer is a small object with ``name``, ``kind`` and ``score(trajectory) -> Score``. The
+judgement lives in ``_score``; ``score`` wraps it so that nothing a scorer does can raise into
+the processor or the CLI (DESIGN.md, "Failure is not a score"): an unexpected exception becomes
+a ``Score`` with no value, label ``error`` and ``error`` set to a short type. Registration is
+kept apart from the judgement: ``@register`` only records the class under its name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from otel_toolscore import semconv
+from otel_toolscore.trajectory import Trajectory
+
+ScorerKind = Literal["code", "llm"]
+
+LABEL_PASS = "pass"
+LABEL_FAIL = "fail"
+LABEL_SKIPPED = "skipped"
+LABEL_ERROR = "error"
+LABEL_NO_TOOL_CALLS = "no_tool_calls"
+
+#: the deterministic scorers that run on the hot path (microseconds per trajectory)
+CODE_SCORERS: tuple[str, ...] = (
+    "tool_call_accuracy",
+    "tool_call_validation",
+    "tool_result_verification",
+)
+
+_MAX_ERROR_MESSAGE = 300
+
+
+class Score(BaseModel):
+    """One judgement of one trajectory by one scorer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    #: in [0, scale]; None when no judgement was made (skipped, error, not applicable)
+    value: float | None = None
+    #: low-cardinality word: pass/fail for binary scores, else documented per scorer
+    label: str | None = None
+    explanation: str = ""
+    #: scorer-specific, JSON-serialisable
+    details: dict[str, Any] = Field(default_factory=dict)
+    #: None, or a short error type (``error.type`` when emitted)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "label": self.label,
+            "explanation": self.explanation,
+            "details": self.details,
+            "error": self.error,
+        }
+
+    @property
+    def outcome(self) -> Literal["scored", "skipped", "error"]:
+        """The ``outcome`` attribute of the ``toolscore.evaluations`` counter."""
+        if self.error is not None:
+            return "error"
+        if self.value is None:
+            return "skipped"
+        return "scored"
+
+    @classmethod
+    def skipped(cls, name: str, reason: str, details: dict[str, Any] | None = None) -> Score:
+        """No judgement was possible (missing input, no expectation): never a 0."""
+        return cls(
+            name=name, value=None, label=LABEL_SKIPPED, explanation=reason, details=details or {}
+        )
+
+    @classmethod
+    def failed(cls, name: str, exc: BaseException) -> Score:
+        """The scorer could not score: the error type and a short message, no value."""
+        error_type = error_type_of(exc)
+        message = _short(str(exc)) or error_type
+        return cls(
+            name=name,
+            value=None,
+            label=LABEL_ERROR,
+            explanation=f"Scorer {name} failed: {message}",
+            details={"exception": type(exc).__name__},
+            error=error_type,
+        )
+
+
+class ScorerConfigError(ValueError):
+    """Bad scorer options; raised at construction, to whoever configures the scorer."""
+
+
+class ScoringError(Exception):
+    """A failure while scoring that has a known, low-cardinality ``error.type``."""
+
+    error_type: ClassVar[str] = "scoring_error"
+
+
+class InvalidExpectationError(ScoringError):
+    """A ``toolscore.*`` expectation attribute on the run span could not be read."""
+
+    error_type = "invalid_expectation"
+
+
+def error_type_of(exc: BaseException) -> str:
+    """Known failures carry their own type; anything else is named by its class."""
+    return getattr(exc, "error_type", None) or type(exc).__name__
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_ERROR_MESSAGE else text[: _MAX_ERROR_MESSAGE - 1] + "…"
+
+
+class Scorer(ABC):
+    """Base of all scorers. Subclasses set ``name``/``kind`` and implement ``_score``."""
+
+    name: ClassVar[str]
+    kind: ClassVar[ScorerKind]
+
+    def score(self, trajectory: Trajectory) -> Score:
+        """Judge one trajectory. Never raises: failures come back as an error ``Score``."""
+        try:
+            result = self._score(trajectory)
+            _check_json_serialisable(result.details)
+            return result
+        except Exception as exc:  # noqa: BLE001 - the contract is "never raise into the caller"
+            return Score.failed(self.name, exc)
+
+    __call__ = score
+
+    @abstractmethod
+    def _score(self, trajectory: Trajectory) -> Score:
+        """The judgement itself; may raise, ``score`` turns that into an error score."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _check_json_serialisable(details: dict[str, Any]) -> None:
+    # Details travel as event attributes and JSON lines; a scorer bug that puts a set or a
+    # model object there must surface as a scorer error here, not as an exporter crash later.
+    json.dumps(details, allow_nan=False)
+
+
+# --- registry -----------------------------------------------------------------------------------
+
+SCORERS: dict[str, type[Scorer]] = {}
+
+_S = TypeVar("_S", bound=type[Scorer])
+
+
+def register(cls: _S) -> _S:
+    """Record a scorer class under its ``name`` (a class decorator)."""
+    existing = SCORERS.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise ScorerConfigError(f"scorer name {cls.name!r} already registered by {existing!r}")
+    SCORERS[cls.name] = cls
+    return cls
+
+
+def get_scorer(name: str, **options: Any) -> Scorer:
+    """Build a registered scorer by name with its options."""
+    # Importing the package registers the built-in scorers; done here, not at module import,
+    # because the scorer modules themselves import this one.
+    import otel_toolscore.scorers  # noqa: F401
+
+    try:
+        cls = SCORERS[name]
+    except KeyError:
+        known = ", ".join(sorted(SCORERS)) or "none"
+        raise ScorerConfigError(f"unknown scorer {name!r} (known: {known})") from None
+    return cls(**options)
+
+
+def run_scorers(trajectory: Trajectory, scorers: Iterable[Any]) -> list[Score]:
+    """Run each scorer on the trajectory; one ``Score`` per scorer, in order, never raising.
+
+    Scorers that do not derive from ``Scorer`` (user callables) get the same protection.
+    """
+    scores: list[Score] = []
+    for scorer in scorers:
+        name = str(getattr(scorer, "name", None) or type(scorer).__name__)
+        try:
+            result = scorer.score(trajectory) if hasattr(scorer, "score") else scorer(trajectory)
+            if not isinstance(result, Score):
+                raise TypeError(f"scorer {name} returned {type(result).__name__}, not Score")
+        except Exception as exc:  # noqa: BLE001 - one bad scorer must not hide the others
+            result = Score.failed(name, exc)
+        scores.append(result)
+    return scores
+
+
+def default_code_scorers(
+    *,
+    expected_tool: str | None = None,
+    expected_tool_order: Sequence[str] | str | None = None,
+    strict: bool | None = None,
+    per_run_expectations: bool = False,
+    schemas: Mapping[str, Any] | None = None,
+    allow_unknown_tools: bool = False,
+    validation_strict: bool = False,
+    cross_turn: bool = False,
+    hallucination_threshold: float = 0.3,
+) -> list[Scorer]:
+    """Every code scorer whose inputs are available.
+
+    ``tool_call_accuracy`` needs an expectation: it is built when ``expected_tool`` or
+    ``expected_tool_order`` is given, or, with ``per_run_expectations=True``, in the mode that
+    reads each run's ``toolscore.*`` attributes (runs without them are ``skipped``).
+    ``strict`` belongs to tool_call_accuracy; ``validation_strict`` is tool_call_validation's.
+    """
+    from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
+    from otel_toolscore.scorers.tool_results import ToolResultVerification
+    from otel_toolscore.scorers.tool_validation import ToolCallValidation
+
+    scorers: list[Scorer] = []
+    order = parse_tool_order(expected_tool_order)
+    if expected_tool or order:
+        scorers.append(
+            ToolCallAccuracy(expected_tool=expected_tool, expected_tool_order=order, strict=strict)
+        )
+    elif per_run_expectations:
+        scorers.append(ToolCallAccuracy.from_trajectory_expectations(strict=strict))
+    scorers.append(
+        ToolCallValidation(
+            schemas=schemas, allow_unknown_tools=allow_unknown_tools, strict=validation_strict
+        )
+    )
+    scorers.append(
+        ToolResultVerification(
+            cross_turn=cross_turn, hallucination_threshold=hallucination_threshold
+        )
+    )
+    return scorers
+
+
+# --- expectations -------------------------------------------------------------------------------
+
+ExpectationSource = Literal["options", "trajectory"]
+
+
+@dataclass(frozen=True)
+class Expectations:
+    expected_tool: str | None
+    expected_tool_order: tuple[str, ...] | None
+    strict: bool
+    #: where the expected tool/order came from; None when there is none
+    source: ExpectationSource | None
+
+    @property
+    def present(self) -> bool:
+        return bool(self.expected_tool) or bool(self.expected_tool_order)
+
+
+def parse_tool_order(value: Any) -> tuple[str, ...] | None:
+    """A tool order from an option or an attribute: a list/tuple, a comma-separated string, or
+    a JSON array string. Empty → None (no order expectation)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                decoded = json.loads(text)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, list):
+                return parse_tool_order(decoded)
+        items = [part.strip() for part in text.split(",")]
+    elif isinstance(value, (list, tuple)):
+        items = []
+        for item in value:
+            if not isinstance(item, str):
+                raise InvalidExpectationError(
+                    f"expected tool order must hold tool names, got {type(item).__name__}"
+                )
+            items.append(item.strip())
+    else:
+        raise InvalidExpectationError(
+            f"expected tool order must be a list or a comma-separated string, "
+            f"got {type(value).__name__}"
+        )
+    names = tuple(item for item in items if item)
+    return names or None
+
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def parse_bool(value: Any) -> bool | None:
+    """``toolscore.strict`` as a bool: bools, 0/1, or "true"/"false" (any case); None stays None."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and not math.isnan(value) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    raise InvalidExpectationError(f"cannot read {value!r} as true/false")
+
+
+def parse_expected_tool(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidExpectationError(
+            f"expected tool must be a tool name, got {type(value).__name__}"
+        )
+    return value.strip() or None
+
+
+def resolve_expectations(
+    trajectory: Trajectory | None,
+    expected_tool: str | None = None,
+    expected_tool_order: Sequence[str] | str | None = None,
+    strict: bool | str | None = None,
+) -> Expectations:
+    """The expectation for one run: the scorer's arguments first, else the run span's
+    ``toolscore.expected_tool`` / ``toolscore.expected_tool_order`` / ``toolscore.strict``.
+
+    The expected tool and order are taken together from one source (never one from the options
+    and the other from the trajectory). ``strict`` given as an argument always wins; otherwise
+    the trajectory's ``toolscore.strict`` applies only to the trajectory's own expectation, so an
+    attribute set by the app cannot silently tighten an expectation configured elsewhere.
+    """
+    option_tool = parse_expected_tool(expected_tool)
+    option_order = parse_tool_order(expected_tool_order)
+    option_strict = parse_bool(strict)
+    if option_tool or option_order:
+        return Expectations(option_tool, option_order, bool(option_strict), "options")
+
+    attrs = trajectory.expectations if trajectory is not None else {}
+    run_tool = parse_expected_tool(attrs.get(semconv.TOOLSCORE_EXPECTED_TOOL))
+    run_order = parse_tool_order(attrs.get(semconv.TOOLSCORE_EXPECTED_TOOL_ORDER))
+    if not (run_tool or run_order):
+        return Expectations(None, None, bool(option_strict), None)
+    run_strict = option_strict
+    if run_strict is None:
+        run_strict = parse_bool(attrs.get(semconv.TOOLSCORE_STRICT))
+    return Expectations(run_tool, run_order, bool(run_strict), "trajectory")
+
+
+# --- small shared helpers -------------------------------------------------------------------
+
+SEVERITY_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2, "critical": 3}
+
+
+def penalised_score(severities: Iterable[str], weights: Mapping[str, float]) -> float:
+    """``max(0, 1 − Σ weight)``, rounded to 2 decimals only to drop float noise (weights are
+    tenths, so no real information is lost)."""
+    total = sum(weights.get(severity, 0.0) for severity in severities)
+    return round(max(0.0, 1.0 - total), 2)
+
+
+def mean2(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 2)

@@ -1,0 +1,665 @@
+"""``tool_result_verification``: what did the agent do with each tool result? (SCORERS.md §3)
+
+Per call, the result is read (missing, error, malformed, empty, or values) and compared with the
+agent's response: the final answer, plus with ``cross_turn`` the assistant messages written
+after the call. Issues and weights are SCORERS.md's (high 0.6, medium 0.3, low 0.1).
+
+How the comparison works:
+
+* *Salient values* of a result are its scalar leaves: numbers and strings (booleans and nulls
+  are not); a string leaf also brings the facts inside it (``"68°F"`` is the number 68), a long
+  string is split into sentences, each its own value, and a string that holds JSON is read as
+  JSON. Keys never count as use: ``{"temperature": "68°F"}`` is not used by "I checked the
+  temperature".
+* A value is *used* when its normalised text appears in the response (case-folded, whitespace
+  and punctuation collapsed, ``not_found`` = "not found"), when one of its facts appears (numbers
+  as numbers: ``72``, ``72.0``, ``72°F``, "72 degrees"; ``$1234.5`` = ``1,234.50``; a rounded
+  "68" uses 68.4), or, for a sentence, when most (60 %) of its content words appear.
+* *Hallucination*: the response's facts (see ``_facts``) that appear in no tool result, no user
+  input and no system instruction are ungrounded. A call's hallucination score is the number of
+  ungrounded facts of a kind its own result has (result ``72°F`` and an invented ``55°F``) over
+  all facts in the response; bare integers up to 10 are counts, not evidence. The kind condition
+  is per call, so an invented temperature is not blamed on a calendar call.
+* *Contradiction*: a failed / not-found result while the response claims success and admits no
+  failure ("I've sent the email"), or an explicit success result (``status: ok``, ``sent:
+  true``) while the response only reports failure. An empty result only contradicts a response
+  that claims to have found something (an action tool returning nothing is normal). Agreement
+  (``not_found`` and "was not found") is not a contradiction.
+
+Decisions where SCORERS.md is silent:
+
+* A failed call is not also ``unused_result`` or ``incomplete_integration``: its error text need
+  not be quoted. It counts as *integrated* when the response admits the failure.
+* ``integrated`` = the response reflects the result: a used value (results with values), an
+  admitted failure (errors), no contradiction (empty results); never for a missing result.
+* Without any response text (no final output recorded), the response checks are not run and
+  ``details.response_available`` is false.
+* No tool calls → value 1.0, label ``no_tool_calls`` (as tool_call_validation).
+* Label ``pass`` when no call has a high or critical issue, else ``fail``. ``summary.valid_calls``
+  counts those calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from otel_toolscore.scorers._common import Issue, clip, small_json, step_positions
+from otel_toolscore.scorers._facts import (
+    Fact,
+    FactIndex,
+    extract_facts,
+    number_fact,
+    unique_facts,
+)
+from otel_toolscore.scorers.base import (
+    LABEL_FAIL,
+    LABEL_NO_TOOL_CALLS,
+    LABEL_PASS,
+    Score,
+    Scorer,
+    ScorerConfigError,
+    mean2,
+    penalised_score,
+    register,
+)
+from otel_toolscore.trajectory import LLMCall, ToolCall, Trajectory
+
+SEVERITY_WEIGHTS: dict[str, float] = {"critical": 1.0, "high": 0.6, "medium": 0.3, "low": 0.1}
+_BLOCKING = frozenset({"high", "critical"})
+
+_MAX_SALIENT = 200
+_MAX_PARSE = 200_000
+_SHORT_WORDS = 6
+_SHORT_CHARS = 80
+_TOKEN_OVERLAP = 0.6
+_MIN_FUZZY_TOKENS = 3
+
+# --- text normalisation ---------------------------------------------------------------------
+
+_SEPARATORS = re.compile(r"[\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^]+|\.(?=\s|$)")
+_TOKEN = re.compile(r"[a-z0-9°%$€£]+")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_STOPWORDS = frozenset(
+    "the and for are but not you your with this that from have has had was were will would "
+    "can could should its it's their there they them then than into onto over under about "
+    "also been being which what when where who whom how all any some such only very more most "
+    "other our out own same too just may might must shall does did doing done per via".split()
+)
+
+
+@lru_cache(maxsize=8192)
+def norm_phrase(text: str) -> str:
+    """Case-folded, punctuation and whitespace collapsed, padded with spaces so that ``in``
+    checks match whole words only."""
+    collapsed = _SEPARATORS.sub(" ", text.casefold().replace("’", "'")).strip()
+    return f" {collapsed} " if collapsed else ""
+
+
+def content_tokens(normalised: str) -> frozenset[str]:
+    return frozenset(
+        token
+        for token in _TOKEN.findall(normalised)
+        if (len(token) >= 3 or token.isdigit()) and token not in _STOPWORDS
+    )
+
+
+# --- response claims -------------------------------------------------------------------------
+
+_DONE = (
+    r"(?:sent|created|booked|scheduled|updated|deleted|removed|saved|placed|submitted|"
+    r"completed|processed|added|cancell?ed|transferred|paid|ordered|reserved|registered|posted|"
+    r"uploaded|published|delivered|confirmed|executed|logged|found|retrieved|fetched|finished)"
+)
+_SUCCESS_RE = re.compile(
+    rf"\bsuccess(?:ful(?:ly)?)?\b|\bsucceeded\b"
+    rf"|\b(?:i|we)(?:'ve|\s+have)?\s+(?:just\s+|now\s+|already\s+|successfully\s+)?{_DONE}\b"
+    rf"|\b(?:has|have|had)\s+been\s+(?:successfully\s+)?{_DONE}\b"
+    rf"|\b(?:was|were|is|are)\s+(?:successfully\s+)?{_DONE}\b"
+    rf"|\b{_DONE}\s+successfully\b|\ball set\b",
+    re.I,
+)
+_FAILURE_RE = re.compile(
+    rf"(?:\bnot|n't|\bnever)\s+(?:\w+\s+){{0,2}}?(?:{_DONE}|successful(?:ly)?|able|possible|work)\b"
+    r"|\b(?:could\s*not|couldn't|can\s*not|cannot|can't|unable|unsuccessful(?:ly)?|failed|fails?"
+    r"|failure|unfortunately|wasn't able|weren't able)\b"
+    r"|\b(?:an|the)\s+error\b|\berror\s+occurred\b|\bnot\s+(?:be\s+|been\s+)?found\b"
+    r"|\bno\s+(?:results?|matches|records?|data|information|entries|such)\b"
+    r"|\b(?:does\s*not|doesn't|do\s*not|don't|did\s*not|didn't)\s+exist\b",
+    re.I,
+)
+_FOUND_RE = re.compile(
+    r"\b(?:i|we)(?:'ve|\s+have)?\s+found\b|\bhere\s+(?:is|are)\b|\bthere\s+(?:is|are)\s+\d+"
+    r"|\bfound\s+\d+|\bresults?\s+(?:show|include)\b",
+    re.I,
+)
+
+# --- result reading ---------------------------------------------------------------------------
+
+_ERROR_STATUSES = frozenset({"error", "failed", "failure"})
+_NOT_FOUND_STATUSES = frozenset(
+    {"not_found", "not found", "notfound", "missing", "no_results", "no results", "empty", "none"}
+)
+_SUCCESS_STATUSES = frozenset(
+    {
+        "success",
+        "succeeded",
+        "ok",
+        "sent",
+        "done",
+        "completed",
+        "created",
+        "delivered",
+        "scheduled",
+        "booked",
+        "confirmed",
+    }
+)
+_SUCCESS_FLAGS = ("success", "ok", "sent", "delivered", "created", "completed")
+_NOT_FOUND_TEXT = re.compile(
+    r"\b(?:not found|no (?:results?|matches|records?|data)(?: found)?|does(?: not|n't) exist"
+    r"|nothing found|404)\b",
+    re.I,
+)
+_JSON_SHAPED = re.compile(r"^\s*(?:\{\s*[\"}]|\[\s*[\[{\"\]\d-]|\[\s*(?:true|false|null)\b)")
+_REPR_SHAPED = re.compile(r"^\s*[\[{(]\s*['\"]")
+
+
+def _has_result(call: ToolCall) -> bool:
+    return call.has_result or call.result is not None or bool(call.result_raw)
+
+
+def structured_result(call: ToolCall) -> tuple[Any, bool]:
+    """The result as a value, and whether it was JSON-shaped text that could not be read.
+
+    Readers usually parse results already; a string that still looks like JSON or a Python
+    repr is tried here too, so its keys are never mistaken for used values.
+    """
+    value = call.result
+    if value is None and call.result_raw is not None and not call.has_result:
+        value = call.result_raw
+    if not isinstance(value, str):
+        return value, False
+    text = value.strip()
+    json_shaped = bool(_JSON_SHAPED.match(text))
+    if not (json_shaped or _REPR_SHAPED.match(text)) or len(text) > _MAX_PARSE:
+        return value, False
+    parsed = _parse(text)
+    if parsed is not None:
+        return parsed, False
+    return value, json_shaped
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        parsed = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, (dict, list, tuple)) else None
+
+
+def is_empty(value: Any) -> bool:
+    return (
+        value is None
+        or value == {}
+        or value == []
+        or (isinstance(value, str) and not value.strip())
+    )
+
+
+def error_of(call: ToolCall, value: Any) -> str | None:
+    """Why the tool failed: ``call.error``, or an error payload (``status: error``, a truthy
+    ``error``, MCP's ``isError``). Error-looking text alone is not enough."""
+    if call.error is not None:
+        return call.error or "error"
+    if isinstance(value, dict):
+        error = value.get("error")
+        if error not in (None, False, "", 0, {}, []):
+            if error is True:
+                return str(value.get("message") or "error")
+            return error if isinstance(error, str) else json.dumps(error, default=str)
+        status = value.get("status")
+        if isinstance(status, str) and status.strip().lower() in _ERROR_STATUSES:
+            return str(value.get("message") or status)
+        if value.get("isError") is True or value.get("is_error") is True:
+            return "error"
+    return None
+
+
+def reports_not_found(value: Any) -> bool:
+    if isinstance(value, dict):
+        status = value.get("status")
+        if isinstance(status, str) and status.strip().lower() in _NOT_FOUND_STATUSES:
+            return True
+        if value.get("found") is False or value.get("exists") is False:
+            return True
+        return bool(value) and all(is_empty(v) for v in value.values())
+    if isinstance(value, str) and len(value) <= 300:
+        return bool(_NOT_FOUND_TEXT.search(value))
+    return False
+
+
+def reports_success(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    status = value.get("status")
+    if isinstance(status, str) and status.strip().lower() in _SUCCESS_STATUSES:
+        return True
+    return any(value.get(flag) is True for flag in _SUCCESS_FLAGS)
+
+
+# --- salient values -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Salient:
+    """One value of a result that the response could use."""
+
+    text: str
+    phrase: str  # normalised and padded; "" when only facts/tokens can match
+    tokens: frozenset[str]  # content words for fuzzy matching (empty: exact phrase only)
+    facts: tuple[Fact, ...]
+
+
+def _leaves(value: Any, depth: int = 0) -> Iterator[Any]:
+    """Scalar leaves (values only, never keys), depth-first in document order."""
+    if depth > 50:
+        return
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item, depth + 1)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text[:1] in ("{", "[") and len(text) <= _MAX_PARSE:
+            try:
+                inner = json.loads(text)
+            except (ValueError, RecursionError):
+                inner = None
+            if isinstance(inner, (dict, list)):
+                yield from _leaves(inner, depth + 1)
+                return
+        yield value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if math.isfinite(value):
+            yield value
+
+
+def salient_values(value: Any) -> list[Salient]:
+    found: dict[tuple[str, frozenset[str], tuple[Any, ...]], Salient] = {}
+    for leaf in _leaves(value):
+        for item in _salient_of_leaf(leaf):
+            key = (item.phrase, item.tokens, tuple(f.key for f in item.facts))
+            found.setdefault(key, item)
+            if len(found) >= _MAX_SALIENT:
+                return list(found.values())
+    return list(found.values())
+
+
+def _salient_of_leaf(leaf: Any) -> list[Salient]:
+    if not isinstance(leaf, str):
+        fact = number_fact(float(leaf))
+        return [Salient(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))]
+    text = leaf.strip()
+    if not any(ch.isalnum() for ch in text):
+        return []
+    short = len(text) <= _SHORT_CHARS and len(text.split()) <= _SHORT_WORDS
+    segments = [text] if short else [s.strip() for s in _SENTENCE_SPLIT.split(text)]
+    out = []
+    for segment in segments:
+        if not any(ch.isalnum() for ch in segment):
+            continue
+        phrase = norm_phrase(segment)
+        tokens = content_tokens(phrase)
+        # word overlap only for values with enough words: "partly cloudy" must match exactly,
+        # or "partly sunny" would count as using it
+        fuzzy = tokens if len(tokens) >= _MIN_FUZZY_TOKENS else frozenset()
+        out.append(Salient(segment, phrase, fuzzy, extract_facts(segment)))
+    return out
+
+
+# --- the response -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    text: str
+    phrase: str
+    tokens: frozenset[str]
+    facts: tuple[Fact, ...]  # unique, including minor numbers
+    index: FactIndex
+    claims_success: bool
+    claims_failure: bool
+    claims_found: bool
+
+    @classmethod
+    def of(cls, text: str) -> Response:
+        phrase = norm_phrase(text)
+        facts = tuple(unique_facts(extract_facts(text)))
+        return cls(
+            text=text,
+            phrase=phrase,
+            tokens=content_tokens(phrase),
+            facts=facts,
+            index=FactIndex(facts),
+            claims_success=bool(_SUCCESS_RE.search(text)),
+            claims_failure=bool(_FAILURE_RE.search(text)),
+            claims_found=bool(_FOUND_RE.search(text)),
+        )
+
+    @property
+    def available(self) -> bool:
+        return bool(self.phrase)
+
+    def uses(self, value: Salient) -> bool:
+        if value.phrase and value.phrase in self.phrase:
+            return True
+        if any(self.index.contains(fact, rounded_here=True) for fact in value.facts):
+            return True
+        if value.tokens:
+            return len(value.tokens & self.tokens) / len(value.tokens) >= _TOKEN_OVERLAP
+        return False
+
+
+def final_response(trajectory: Trajectory, llms: list[LLMCall]) -> str:
+    """The agent's final answer; the last LLM text when the run recorded none."""
+    if trajectory.output and trajectory.output.strip():
+        return trajectory.output
+    for llm in reversed(llms):
+        text = llm.output_text
+        if text and text.strip():
+            return text
+    return ""
+
+
+def grounding_index(trajectory: Trajectory) -> FactIndex:
+    """Facts the agent was given: every tool result (values and keys) and error, the user
+    input, the system instructions, and user/system/tool messages of every LLM request."""
+    index = FactIndex()
+    for text in (trajectory.input, trajectory.system_instructions):
+        if text:
+            index.add_text(text)
+    for call in trajectory.tool_calls:
+        value, _ = structured_result(call)
+        for item in _scalars_with_keys(value):
+            if isinstance(item, str):
+                index.add_text(item)
+            else:
+                index.add((number_fact(item),))
+        for text in (call.result_raw, call.error):
+            if text:
+                index.add_text(text)
+    for llm in trajectory.llm_calls:
+        for message in llm.input_messages:
+            if message.role in ("user", "system", "developer", "tool") and message.content:
+                index.add_text(message.content)
+            for part in message.tool_results:
+                if part.content_raw:
+                    index.add_text(part.content_raw)
+    return index
+
+
+def _scalars_with_keys(value: Any, depth: int = 0) -> Iterator[str | float]:
+    """Strings (keys included: grounding is lenient, a date may be a key) and finite numbers."""
+    if depth > 50:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _scalars_with_keys(item, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _scalars_with_keys(item, depth + 1)
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        yield float(value)
+
+
+# --- the scorer ---------------------------------------------------------------------------------
+
+
+@register
+class ToolResultVerification(Scorer):
+    """Checks each tool result against the response; see the module docstring."""
+
+    name = "tool_result_verification"
+    kind = "code"
+
+    def __init__(self, *, cross_turn: bool = False, hallucination_threshold: float = 0.3) -> None:
+        if not 0.0 <= float(hallucination_threshold) <= 1.0:
+            raise ScorerConfigError("hallucination_threshold must be within [0, 1]")
+        self.cross_turn = bool(cross_turn)
+        self.hallucination_threshold = float(hallucination_threshold)
+
+    def _score(self, trajectory: Trajectory) -> Score:
+        calls, call_positions, llms, llm_positions = step_positions(trajectory)
+        if not calls:
+            return Score(
+                name=self.name,
+                value=1.0,
+                label=LABEL_NO_TOOL_CALLS,
+                explanation="No tool calls, so no tool results to verify.",
+                details={"tool_calls": [], "summary": _summary([]), "response_available": False},
+            )
+        final = final_response(trajectory, llms)
+        grounding = grounding_index(trajectory)
+        responses: dict[str, Response] = {}
+        reports = []
+        for call, position in zip(calls, call_positions, strict=True):
+            text = self._response_text(final, llms, llm_positions, position)
+            response = responses.get(text)
+            if response is None:
+                response = responses[text] = Response.of(text)
+            reports.append(self._check_call(call, response, grounding))
+        return self._summarise(reports, any(r.available for r in responses.values()))
+
+    def _response_text(
+        self, final: str, llms: list[LLMCall], llm_positions: list[int], position: int
+    ) -> str:
+        if not self.cross_turn:
+            return final
+        texts: list[str] = []
+        for llm, llm_position in zip(llms, llm_positions, strict=True):
+            if llm_position > position:
+                texts.extend(
+                    m.content
+                    for m in llm.output_messages
+                    if m.content and m.role in ("assistant", "model")
+                )
+        texts.append(final)
+        return "\n".join(dict.fromkeys(t for t in texts if t and t.strip()))
+
+    # one call ---------------------------------------------------------------------------------
+
+    def _check_call(
+        self, call: ToolCall, response: Response, grounding: FactIndex
+    ) -> dict[str, Any]:
+        issues: list[Issue] = []
+        value, malformed = structured_result(call)
+        has_result = _has_result(call)
+        error = error_of(call, value)
+        salient: list[Salient] = []
+        if error is not None:
+            issues.append(
+                Issue("error_result", "high", f"the tool failed: {clip(error)}", actual=clip(error))
+            )
+        elif not has_result:
+            issues.append(Issue("missing_result", "medium", "no result was recorded for the call"))
+        elif malformed:
+            issues.append(
+                Issue(
+                    "malformed_result",
+                    "high",
+                    "the result looks like JSON but cannot be parsed (truncated?)",
+                    actual=clip(call.result_raw or str(value)),
+                )
+            )
+        elif is_empty(value):
+            issues.append(
+                Issue(
+                    "empty_result",
+                    "low",
+                    "the tool returned an empty result",
+                    actual=small_json(value),
+                )
+            )
+        else:
+            salient = salient_values(value)
+
+        result_index = FactIndex(fact for item in salient for fact in item.facts)
+        if isinstance(value, str) and malformed:
+            result_index.add(extract_facts(value))
+        hallucination_score = 0.0
+        ungrounded: list[str] = []
+        integrated = False
+        if response.available and (has_result or error is not None):
+            hallucination_score, ungrounded = self._hallucination(response, grounding, result_index)
+            contradiction = _contradiction(value, error, response)
+            if contradiction:
+                issues.append(Issue("contradicts_response", "high", contradiction))
+            used = sum(1 for item in salient if response.uses(item))
+            issues.extend(_integration_issues(used, len(salient)))
+            if error is not None:
+                integrated = response.claims_failure and not contradiction
+            elif salient:
+                integrated = used > 0 and not contradiction
+            else:
+                integrated = has_result and not contradiction
+        hallucinated = hallucination_score > self.hallucination_threshold
+        if hallucinated:
+            issues.append(
+                Issue(
+                    "hallucinated_content",
+                    "high",
+                    "the response states facts found in no tool result or input: "
+                    + ", ".join(ungrounded),
+                    actual=ungrounded,
+                )
+            )
+        severities = [issue.severity for issue in issues]
+        return {
+            "tool_call_id": call.id,
+            "name": call.name,
+            "score": penalised_score(severities, SEVERITY_WEIGHTS),
+            "hallucinated": hallucinated,
+            "hallucination_score": hallucination_score,
+            "integrated": integrated,
+            "ungrounded_facts": ungrounded,
+            "issues": [issue.to_dict() for issue in issues],
+        }
+
+    def _hallucination(
+        self, response: Response, grounding: FactIndex, result_index: FactIndex
+    ) -> tuple[float, list[str]]:
+        claims = [fact for fact in response.facts if not fact.minor]
+        if not claims:
+            return 0.0, []
+        ungrounded = [
+            fact.text
+            for fact in claims
+            if result_index.has_kind_for(fact) and not grounding.contains(fact)
+        ]
+        return round(len(ungrounded) / len(claims), 2), ungrounded
+
+    # trajectory -------------------------------------------------------------------------------
+
+    def _summarise(self, reports: list[dict[str, Any]], response_available: bool) -> Score:
+        summary = _summary(reports)
+        passed = summary["valid_calls"] == summary["total_calls"]
+        counts = summary["issue_counts"]
+        if counts:
+            listed = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
+            explanation = f"{len(reports)} tool result(s) checked against the response: {listed}."
+        else:
+            explanation = (
+                f"All {len(reports)} tool result(s) are reflected in the response "
+                "with no unsupported facts."
+            )
+        if not response_available:
+            explanation += " No response text was recorded, so only the results were checked."
+        return Score(
+            name=self.name,
+            value=summary["average_score"],
+            label=LABEL_PASS if passed else LABEL_FAIL,
+            explanation=explanation,
+            details={
+                "tool_calls": reports,
+                "summary": summary,
+                "response_available": response_available,
+            },
+        )
+
+
+def _contradiction(value: Any, error: str | None, response: Response) -> str | None:
+    claims_only_success = response.claims_success and not response.claims_failure
+    if error is not None and claims_only_success:
+        return "the tool failed but the response claims success"
+    if error is None and reports_not_found(value) and claims_only_success:
+        return "the result reports nothing found but the response claims success"
+    if error is None and is_empty(value) and response.claims_found and not response.claims_failure:
+        return "the result is empty but the response claims to have found something"
+    if (
+        error is None
+        and reports_success(value)
+        and response.claims_failure
+        and not response.claims_success
+    ):
+        return "the tool succeeded but the response says it failed"
+    return None
+
+
+def _integration_issues(used: int, total: int) -> list[Issue]:
+    if total == 0:
+        return []
+    if used == 0:
+        return [
+            Issue(
+                "unused_result",
+                "medium",
+                f"none of the result's {total} value(s) appears in the response",
+                expected=total,
+                actual=0,
+            )
+        ]
+    if total >= 3 and used < total / 2:
+        return [
+            Issue(
+                "incomplete_integration",
+                "low",
+                f"the response uses {used} of the result's {total} values",
+                expected=total,
+                actual=used,
+            )
+        ]
+    return []
+
+
+def _summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for report in reports:
+        for issue in report["issues"]:
+            counts[issue["type"]] = counts.get(issue["type"], 0) + 1
+    return {
+        "total_calls": len(reports),
+        "valid_calls": sum(
+            1 for r in reports if not any(i["severity"] in _BLOCKING for i in r["issues"])
+        ),
+        "hallucinated_calls": sum(1 for r in reports if r["hallucinated"]),
+        "integrated_calls": sum(1 for r in reports if r["integrated"]),
+        "average_score": mean2([r["score"] for r in reports]) if reports else 1.0,
+        "issues": sum(counts.values()),
+        "issue_counts": counts,
+    }

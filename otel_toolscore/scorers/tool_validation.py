@@ -1,0 +1,648 @@
+"""``tool_call_validation``: is each tool call well-formed against its tool's JSON Schema?
+(SCORERS.md §2)
+
+Per call: issues with a severity, a score ``max(0, 1 − Σ weight)`` (critical 1.0, high 0.7,
+medium 0.4, low 0.1; with ``strict`` any high/critical issue gives 0) and ``valid`` (no critical
+issue). Per trajectory: the mean of the call scores, 2 decimals; 1.0 and label ``no_tool_calls``
+without calls.
+
+Decisions where SCORERS.md is silent:
+
+* Trajectory label: ``pass`` when every call is valid and no call has a high or critical issue,
+  else ``fail``.
+* Schemas: the ``schemas`` option wins per tool name; other names fall back to the definitions
+  offered in the run (run-level, then per-LLM-request). A schema that is not a valid JSON Schema
+  (or needs an unresolvable ``$ref``) counts as no schema: ``unknown_tool`` says why. Remote
+  ``$ref``s are never fetched: scoring does no I/O.
+* ``unknown_tool`` is not added on top of ``tool_not_found`` (the invented tool is the finding;
+  its missing schema follows from it) nor for a call without a name.
+* Absent arguments are accepted as ``{}`` when the tool's schema accepts ``{}`` (tools without
+  parameters are often recorded without arguments); otherwise ``missing_arguments``.
+* ``tool_misuse``: see ``find_repeated_calls``.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from referencing import Registry
+
+from otel_toolscore.scorers._common import (
+    Issue,
+    canonical_json,
+    clip,
+    json_type,
+    small_json,
+    step_positions,
+    suggestions_of,
+)
+from otel_toolscore.scorers.base import (
+    LABEL_FAIL,
+    LABEL_NO_TOOL_CALLS,
+    LABEL_PASS,
+    Score,
+    Scorer,
+    ScorerConfigError,
+    mean2,
+    penalised_score,
+    register,
+)
+from otel_toolscore.trajectory import LLMCall, ToolCall, ToolDefinition, Trajectory
+
+SEVERITY_WEIGHTS: dict[str, float] = {"critical": 1.0, "high": 0.7, "medium": 0.4, "low": 0.1}
+_BLOCKING = frozenset({"high", "critical"})
+_MAX_OFFERED_IN_DETAILS = 20
+_MAX_ISSUES_PER_CALL = 50
+
+# --- schemas and the validator cache ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the scorer knows about one tool: its schema (None: none known) and deprecation."""
+
+    name: str
+    schema: dict[str, Any] | None = None
+    deprecated: bool = False
+    replaced_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSchema:
+    """A ready validator, or why there is none."""
+
+    validator: Validator | None
+    problem: str | None = None
+    accepts_empty: bool = False
+
+
+_CACHE_LIMIT = 2048
+_cache: OrderedDict[str, CompiledSchema] = OrderedDict()
+_cache_lock = threading.Lock()
+# An empty registry (the validator adds the draft meta-schemas): a remote $ref is unresolvable
+# instead of fetched over the network on the scoring thread.
+_NO_REMOTE = Registry()
+
+
+def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
+    """A validator for the schema, cached by the schema's canonical JSON text."""
+    key = canonical_json(schema)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    compiled = _compile(dict(schema))
+    with _cache_lock:
+        _cache[key] = compiled
+        if len(_cache) > _CACHE_LIMIT:
+            _cache.popitem(last=False)
+    return compiled
+
+
+def _compile(schema: dict[str, Any]) -> CompiledSchema:
+    with warnings.catch_warnings():
+        # an unknown $schema URI falls back to the default draft; the warning says only that
+        warnings.simplefilter("ignore", DeprecationWarning)
+        cls = validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        return CompiledSchema(None, f"not a valid JSON Schema: {clip(exc.message)}")
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_NO_REMOTE)
+    try:
+        accepts_empty = not any(True for _ in validator.iter_errors({}))
+    except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref: the schema is unusable
+        return CompiledSchema(None, f"schema cannot be applied: {clip(str(exc))}")
+    return CompiledSchema(validator, None, accepts_empty)
+
+
+def spec_from_option(name: str, value: Any) -> ToolSpec:
+    """One entry of the ``schemas`` option: a JSON Schema, a ``ToolDefinition``, a dict with
+    ``parameters`` (and ``deprecated`` / ``replaced_by``), or None (known tool, no schema)."""
+    if value is None:
+        return ToolSpec(name)
+    if isinstance(value, ToolDefinition):
+        return ToolSpec(name, value.parameters, value.deprecated, value.replaced_by)
+    if isinstance(value, Mapping):
+        # "parameters" is no JSON Schema keyword, so its presence marks a tool definition
+        if "parameters" in value:
+            parameters = value.get("parameters")
+            if parameters is not None and not isinstance(parameters, Mapping):
+                raise ScorerConfigError(f"schemas[{name!r}].parameters must be a JSON Schema")
+            return ToolSpec(
+                name,
+                dict(parameters) if parameters is not None else None,
+                bool(value.get("deprecated", False)),
+                _optional_str(value.get("replaced_by")),
+            )
+        # a bare schema can still say "deprecated" (a JSON Schema 2019-09+ annotation)
+        return ToolSpec(name, dict(value), value.get("deprecated") is True, None)
+    raise ScorerConfigError(
+        f"schemas[{name!r}] must be a JSON Schema, a ToolDefinition or a dict with 'parameters', "
+        f"got {type(value).__name__}"
+    )
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def specs_from_trajectory(trajectory: Trajectory) -> dict[str, ToolSpec]:
+    """Tool specs offered in the run; a definition with parameters beats one without."""
+    specs: dict[str, ToolSpec] = {}
+    definitions = list(trajectory.tool_definitions)
+    for llm in trajectory.llm_calls:
+        definitions.extend(llm.tool_definitions)
+    for definition in definitions:
+        if not definition.name:
+            continue
+        current = specs.get(definition.name)
+        if current is None or (current.schema is None and definition.parameters is not None):
+            specs[definition.name] = ToolSpec(
+                definition.name,
+                definition.parameters,
+                definition.deprecated or (current.deprecated if current else False),
+                definition.replaced_by or (current.replaced_by if current else None),
+            )
+    return specs
+
+
+# --- repeated calls (tool_misuse) ---------------------------------------------------------------
+
+
+def find_repeated_calls(trajectory: Trajectory) -> dict[int, int]:
+    """Calls that repeat an earlier identical call with no new information in between.
+
+    Returns ``{index of the repeat: index of the earlier call}`` (indexes into
+    ``trajectory.tool_calls``). Rule: call *i* repeats call *j* when *j* is the latest earlier
+    call with the same name and the same arguments (compared as canonical JSON), and between
+    them the agent learnt nothing new:
+
+    * no call between *j* and *i* returned an outcome (result or error) not seen before in the
+      run; outcomes of calls requested in the same LLM output as *i* do not count, as the model
+      could not have seen them when it asked for *i*;
+    * no new user message arrived (an LLM request between them carries more user messages than
+      any request before *j*).
+
+    The result of *j* itself is no new information for *i*: an identical retry, even after an
+    error, is reported (a loop, or a blind retry). Alternating loops (A, B, A, B, …) are caught
+    from their second round on, once B's result is no longer new.
+    """
+    calls, call_positions, llms, llm_positions = step_positions(trajectory)
+    if len(calls) < 2:
+        return {}
+    new_outcome = _new_outcome_flags(calls)
+    user_counts = [_user_message_count(llm) for llm in llms]
+
+    repeats: dict[int, int] = {}
+    last_by_key: dict[tuple[str, str], int] = {}
+    for i, call in enumerate(calls):
+        if not call.name:
+            continue
+        key = (call.name, _arguments_key(call))
+        j = last_by_key.get(key)
+        last_by_key[key] = i
+        if j is None:
+            continue
+        learnt = any(
+            new_outcome[m]
+            and (calls[m].llm_span_id is None or calls[m].llm_span_id != call.llm_span_id)
+            for m in range(j + 1, i)
+        )
+        if not learnt and not _new_user_message(
+            user_counts, llm_positions, call_positions[j], call_positions[i]
+        ):
+            repeats[i] = j
+    return repeats
+
+
+def _arguments_key(call: ToolCall) -> str:
+    if call.arguments is not None:
+        return canonical_json(call.arguments)
+    return (call.arguments_raw or "").strip()
+
+
+def _outcome_key(call: ToolCall) -> str | None:
+    if call.error is not None:
+        return "error:" + call.error
+    if call.has_result:
+        return "result:" + canonical_json(call.result)
+    return None
+
+
+def _new_outcome_flags(calls: list[ToolCall]) -> list[bool]:
+    seen: set[str] = set()
+    flags: list[bool] = []
+    for call in calls:
+        outcome = _outcome_key(call)
+        flags.append(outcome is not None and outcome not in seen)
+        if outcome is not None:
+            seen.add(outcome)
+    return flags
+
+
+def _user_message_count(llm: LLMCall) -> int:
+    return sum(1 for message in llm.input_messages if message.role == "user")
+
+
+def _new_user_message(
+    user_counts: list[int], llm_positions: list[int], start: int, end: int
+) -> bool:
+    before = max(
+        (count for count, pos in zip(user_counts, llm_positions, strict=True) if pos < start),
+        default=0,
+    )
+    between = max(
+        (count for count, pos in zip(user_counts, llm_positions, strict=True) if start < pos < end),
+        default=0,
+    )
+    return between > before
+
+
+# --- the scorer ---------------------------------------------------------------------------------
+
+
+@register
+class ToolCallValidation(Scorer):
+    """Schema and shape checks of every tool call; see the module docstring."""
+
+    name = "tool_call_validation"
+    kind = "code"
+
+    def __init__(
+        self,
+        schemas: Mapping[str, Any] | None = None,
+        *,
+        allow_unknown_tools: bool = False,
+        strict: bool = False,
+    ) -> None:
+        if schemas is not None and not isinstance(schemas, Mapping):
+            raise ScorerConfigError("schemas must map tool names to JSON Schemas")
+        self.specs: dict[str, ToolSpec] = {
+            str(name): spec_from_option(str(name), value) for name, value in (schemas or {}).items()
+        }
+        # compiled once here so the first trajectory pays nothing and bad schemas show early
+        for spec in self.specs.values():
+            if spec.schema is not None:
+                compile_schema(spec.schema)
+        self.allow_unknown_tools = bool(allow_unknown_tools)
+        self.strict = bool(strict)
+
+    def _score(self, trajectory: Trajectory) -> Score:
+        calls = trajectory.tool_calls
+        if not calls:
+            return Score(
+                name=self.name,
+                value=1.0,
+                label=LABEL_NO_TOOL_CALLS,
+                explanation="No tool calls to validate.",
+                details={"tool_calls": [], "issue_counts": {}},
+            )
+        specs = {**specs_from_trajectory(trajectory), **self.specs}
+        offered_by_llm = {
+            llm.span_id: [d.name for d in llm.tool_definitions]
+            for llm in trajectory.llm_calls
+            if llm.span_id and llm.tool_definitions
+        }
+        repeats = find_repeated_calls(trajectory)
+        memo: dict[str, CompiledSchema | None] = {}
+        reports = [
+            self._check_call(call, specs, memo, offered_by_llm, repeats.get(index))
+            for index, call in enumerate(calls)
+        ]
+        return self._summarise(reports)
+
+    # one call ---------------------------------------------------------------------------------
+
+    def _check_call(
+        self,
+        call: ToolCall,
+        specs: Mapping[str, ToolSpec],
+        memo: dict[str, CompiledSchema | None],
+        offered_by_llm: Mapping[str, list[str]],
+        repeat_of: int | None,
+    ) -> dict[str, Any]:
+        issues: list[Issue] = []
+        name = call.name.strip() if isinstance(call.name, str) else None
+        compiled: CompiledSchema | None = None
+        if not name:
+            issues.append(_issue_missing_name())
+        else:
+            compiled = self._tool_issues(call, name, specs, memo, offered_by_llm, issues)
+        issues.extend(_argument_issues(call, compiled))
+        if not call.has_result and call.error is None:
+            issues.append(_issue_missing_result())
+        if repeat_of is not None:
+            issues.append(_issue_misuse(name or "", repeat_of))
+        issues = issues[:_MAX_ISSUES_PER_CALL]
+
+        severities = [issue.severity for issue in issues]
+        if self.strict and _BLOCKING.intersection(severities):
+            call_score = 0.0
+        else:
+            call_score = penalised_score(severities, SEVERITY_WEIGHTS)
+        return {
+            "tool_call_id": call.id,
+            "name": call.name,
+            "score": call_score,
+            "valid": "critical" not in severities,
+            "issues": [issue.to_dict() for issue in issues],
+            "suggestions": suggestions_of(issues),
+        }
+
+    def _tool_issues(
+        self,
+        call: ToolCall,
+        name: str,
+        specs: Mapping[str, ToolSpec],
+        memo: dict[str, CompiledSchema | None],
+        offered_by_llm: Mapping[str, list[str]],
+        issues: list[Issue],
+    ) -> CompiledSchema | None:
+        """Tool-level issues (not offered, unknown, deprecated); returns the usable schema."""
+        offered = call.offered_tools
+        if offered is None and call.llm_span_id:
+            offered = offered_by_llm.get(call.llm_span_id)
+        not_offered = offered is not None and name not in offered
+        if not_offered:
+            issues.append(_issue_not_found(name, offered or []))
+
+        spec = specs.get(name)
+        if name not in memo:  # one cache look-up per tool per trajectory, not per call
+            memo[name] = compile_schema(spec.schema) if spec and spec.schema is not None else None
+        compiled = memo[name]
+        usable = compiled if compiled is not None and compiled.validator is not None else None
+        if usable is None and not self.allow_unknown_tools and not not_offered:
+            problem = compiled.problem if compiled is not None else None
+            issues.append(_issue_unknown(name, problem, self.strict))
+        if spec is not None and spec.deprecated:
+            issues.append(_issue_deprecated(name, spec.replaced_by))
+        return usable
+
+    # trajectory -------------------------------------------------------------------------------
+
+    def _summarise(self, reports: list[dict[str, Any]]) -> Score:
+        all_issues = [issue for report in reports for issue in report["issues"]]
+        counts: dict[str, int] = {}
+        for issue in all_issues:
+            counts[issue["type"]] = counts.get(issue["type"], 0) + 1
+        passed = all(
+            report["valid"] and not any(i["severity"] in _BLOCKING for i in report["issues"])
+            for report in reports
+        )
+        value = mean2([report["score"] for report in reports])
+        bad = sum(1 for report in reports if report["issues"])
+        if not all_issues:
+            explanation = f"All {len(reports)} tool call(s) are valid against their schemas."
+        else:
+            top = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
+            explanation = f"{bad} of {len(reports)} tool call(s) have issues: {top}."
+        return Score(
+            name=self.name,
+            value=value,
+            label=LABEL_PASS if passed else LABEL_FAIL,
+            explanation=explanation,
+            details={"tool_calls": reports, "issue_counts": counts},
+        )
+
+
+# --- argument checks ------------------------------------------------------------------------
+
+
+def _argument_issues(call: ToolCall, compiled: CompiledSchema | None) -> list[Issue]:
+    raw = call.arguments_raw.strip() if isinstance(call.arguments_raw, str) else ""
+    if call.arguments is None and not raw:
+        if compiled is not None and compiled.accepts_empty:
+            return []  # a tool without required parameters, recorded with no arguments
+        return [_issue_missing_arguments()]
+    if call.arguments_error is not None or not isinstance(call.arguments, dict):
+        return [_issue_invalid_arguments(call, raw)]
+    if compiled is None or compiled.validator is None:
+        return []
+    return schema_issues(compiled.validator, call.arguments)
+
+
+def schema_issues(validator: Validator, arguments: dict[str, Any]) -> list[Issue]:
+    """jsonschema errors → issues: ``required`` → missing_required_param (one per missing
+    property, dotted path including its name), ``type`` → type_mismatch, the rest →
+    schema_violation with the validator's message."""
+    issues: list[Issue] = []
+    seen_missing: set[str] = set()
+    for error in validator.iter_errors(arguments):
+        if error.validator == "required":
+            issues.extend(_missing_required(error, seen_missing))
+        elif error.validator == "type":
+            issues.append(_type_mismatch(error))
+        else:
+            issues.append(_schema_violation(error))
+    return issues
+
+
+def dotted(path: Any, *extra: str) -> str | None:
+    parts = [str(part) for part in path] + list(extra)
+    return ".".join(parts) if parts else None
+
+
+def _missing_required(error: ValidationError, seen: set[str]) -> list[Issue]:
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    required = error.validator_value if isinstance(error.validator_value, list) else []
+    issues = []
+    for prop in required:
+        if not isinstance(prop, str) or prop in instance:
+            continue
+        path = dotted(error.absolute_path, prop) or prop
+        if path in seen:  # jsonschema reports each missing property once per "required" error
+            continue
+        seen.add(path)
+        issues.append(
+            Issue(
+                "missing_required_param",
+                "high",
+                f"required parameter {path!r} is missing",
+                path=path,
+                expected=prop,
+                actual=None,
+                suggestion=f"add required parameter {path!r}",
+            )
+        )
+    return issues
+
+
+def _type_mismatch(error: ValidationError) -> Issue:
+    path = dotted(error.absolute_path)
+    expected = small_json(error.validator_value)
+    actual = json_type(error.instance)
+    where = repr(path) if path else "the arguments"
+    return Issue(
+        "type_mismatch",
+        "high",
+        f"{where} should be {_type_words(expected)}, got {actual}",
+        path=path,
+        expected=expected,
+        actual=actual,
+        suggestion=f"give {where} a value of type {_type_words(expected)}",
+    )
+
+
+def _type_words(expected: Any) -> str:
+    if isinstance(expected, list):
+        return " or ".join(str(t) for t in expected)
+    return str(expected)
+
+
+def _schema_violation(error: ValidationError) -> Issue:
+    path = dotted(error.absolute_path)
+    keyword = str(error.validator)
+    instance = error.instance
+    actual = small_json(instance) if not isinstance(instance, (dict, list)) else json_type(instance)
+    return Issue(
+        "schema_violation",
+        "high",
+        f"{path}: {clip(error.message)} ({keyword})"
+        if path
+        else f"{clip(error.message)} ({keyword})",
+        path=path,
+        expected=small_json(error.validator_value) if keyword != "$ref" else None,
+        actual=actual,
+        suggestion=_violation_suggestion(keyword, path, error.validator_value),
+    )
+
+
+def _violation_suggestion(keyword: str, path: str | None, expected: Any) -> str:
+    where = repr(path) if path else "the arguments"
+    if keyword == "format":
+        return f"give {where} a valid {expected}"
+    if keyword == "enum":
+        return f"use one of {small_json(expected)} for {where}"
+    if keyword == "const":
+        return f"set {where} to {small_json(expected)}"
+    if keyword in ("additionalProperties", "unevaluatedProperties"):
+        return f"remove properties the schema does not define from {where}"
+    if keyword == "pattern":
+        return f"make {where} match the pattern {expected!r}"
+    if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
+        return f"keep {where} within the allowed range ({keyword} {expected})"
+    if keyword in ("minLength", "maxLength", "minItems", "maxItems"):
+        return f"fix the length of {where} ({keyword} {expected})"
+    return f"make {where} satisfy '{keyword}'"
+
+
+# --- issue constructors (one place for each message and suggestion) ----------------------------
+
+
+def _issue_missing_name() -> Issue:
+    return Issue(
+        "missing_tool_name",
+        "critical",
+        "the tool call has no tool name",
+        suggestion="record the tool name of the call",
+    )
+
+
+def _issue_not_found(name: str, offered: list[str]) -> Issue:
+    shown = offered[:_MAX_OFFERED_IN_DETAILS]
+    return Issue(
+        "tool_not_found",
+        "high",
+        f"tool {name!r} was not offered to the model in that request",
+        expected=shown,
+        actual=name,
+        suggestion=(
+            f"call one of the offered tools ({', '.join(shown)})"
+            if shown
+            else "call only offered tools"
+        ),
+    )
+
+
+def _issue_unknown(name: str, problem: str | None, strict: bool) -> Issue:
+    why = f": {problem}" if problem else ""
+    return Issue(
+        "unknown_tool",
+        "high" if strict else "medium",
+        f"no usable JSON Schema is known for tool {name!r}{why}",
+        actual=name,
+        suggestion=f"provide a JSON Schema for {name!r} (schemas option or tool definitions)",
+    )
+
+
+def _issue_deprecated(name: str, replaced_by: str | None) -> Issue:
+    return Issue(
+        "deprecated_tool",
+        "medium",
+        f"tool {name!r} is deprecated" + (f"; use {replaced_by!r}" if replaced_by else ""),
+        expected=replaced_by,
+        actual=name,
+        suggestion=(
+            f"use {replaced_by!r} instead (deprecated)"
+            if replaced_by
+            else f"stop using deprecated tool {name!r}"
+        ),
+    )
+
+
+def _issue_missing_arguments() -> Issue:
+    return Issue(
+        "missing_arguments",
+        "high",
+        "the call has no arguments at all",
+        expected="object",
+        actual=None,
+        suggestion="pass the arguments as a JSON object",
+    )
+
+
+def _issue_invalid_arguments(call: ToolCall, raw: str) -> Issue:
+    reason = (
+        call.arguments_error or f"arguments are a JSON {json_type(call.arguments)}, not an object"
+    )
+    return Issue(
+        "invalid_arguments",
+        "high",
+        reason,
+        expected="object",
+        actual=clip(raw) if raw else small_json(call.arguments),
+        suggestion="send the arguments as a valid JSON object",
+    )
+
+
+def _issue_missing_result() -> Issue:
+    return Issue(
+        "missing_result",
+        "medium",
+        "no result and no error were recorded for the call",
+        suggestion="record the tool result (or its error) on the tool span or in the next request",
+    )
+
+
+def _issue_misuse(name: str, earlier: int) -> Issue:
+    return Issue(
+        "tool_misuse",
+        "medium",
+        f"repeats call #{earlier} to {name!r} with the same arguments and no new information",
+        expected=None,
+        actual=earlier,
+        suggestion="reuse the earlier result instead of repeating the identical call",
+    )
+
+
+__all__ = [
+    "SEVERITY_WEIGHTS",
+    "CompiledSchema",
+    "ToolCallValidation",
+    "ToolSpec",
+    "compile_schema",
+    "find_repeated_calls",
+    "schema_issues",
+    "spec_from_option",
+]
