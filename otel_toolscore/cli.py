@@ -14,15 +14,7 @@ from rich.console import Console
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.otlp import OtlpDecodeError, load_otlp
 from otel_toolscore.report import ScoredRun, json_lines, junit, table
-from otel_toolscore.scorers.base import (
-    CODE_SCORERS,
-    Scorer,
-    ScorerConfigError,
-    default_code_scorers,
-    get_scorer,
-    parse_tool_order,
-    run_scorers,
-)
+from otel_toolscore.scorers.base import CODE_SCORERS, ScorerConfigError, build_scorers, run_scorers
 
 app = typer.Typer(
     add_completion=False,
@@ -54,36 +46,6 @@ def _load_schemas(path: Path | None) -> dict[str, Any] | None:
     return data
 
 
-def build_scorers(
-    names: list[str],
-    expected_tool: str | None,
-    expected_tool_order: str | None,
-    strict: bool | None,
-    schemas: dict[str, Any] | None,
-) -> list[Scorer]:
-    """The scorers a command line asks for; without names, every code scorer that can run."""
-    order = parse_tool_order(expected_tool_order)
-    if not names:
-        return default_code_scorers(
-            expected_tool=expected_tool, expected_tool_order=order, strict=strict,
-            per_run_expectations=True, schemas=schemas,
-        )
-    from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
-
-    scorers: list[Scorer] = []
-    for name in names:
-        if name == "tool_call_accuracy":
-            if expected_tool or order:
-                scorers.append(ToolCallAccuracy(expected_tool=expected_tool, expected_tool_order=order, strict=strict))
-            else:
-                scorers.append(ToolCallAccuracy.from_trajectory_expectations(strict=strict))
-        elif name == "tool_call_validation":
-            scorers.append(get_scorer(name, schemas=schemas))
-        else:
-            scorers.append(get_scorer(name))
-    return scorers
-
-
 @app.command()
 def score(
     paths: Annotated[list[str], typer.Argument(help="OTLP/JSON, JSON-lines or protobuf files; '-' reads stdin.")],
@@ -105,8 +67,9 @@ def score(
     ] = None,
 ) -> None:
     """Rebuild every agent run in the given traces and score it."""
+    accuracy = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
     try:
-        scorers = build_scorers(scorer or [], expected_tool, expected_tool_order, strict, _load_schemas(tool_schemas))
+        scorers = build_scorers(scorer or None, {"tool_call_accuracy": accuracy}, schemas=_load_schemas(tool_schemas))
     except (ScorerConfigError, TypeError, ValueError) as exc:
         _fail(str(exc))
     runs: list[ScoredRun] = []

@@ -167,3 +167,43 @@ GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 def toolscore_attr(scorer: str, field: str) -> str:
     """``toolscore.<scorer>.<field>`` for the attributes set on the evaluated agent span."""
     return f"{TOOLSCORE_PREFIX}{scorer}.{field}"
+
+
+# --- What otel-toolscore emits (emit.py) ------------------------------------------------------
+#: instrumentation scope of every log record, metric and evaluation span this package emits
+INSTRUMENTATION_SCOPE = "otel_toolscore"
+
+# toolscore.<scorer>.<field> on the evaluated agent span (see toolscore_attr)
+TOOLSCORE_FIELD_SCORE = "score"
+TOOLSCORE_FIELD_LABEL = "label"
+TOOLSCORE_FIELD_EXPLANATION = "explanation"
+TOOLSCORE_FIELD_ERROR = "error"
+
+# Evaluation span: "evaluation {scorer}" for one score; several scores of one run share one span.
+EVALUATION_SPAN_PREFIX = "evaluation"
+EVALUATION_SPAN_SEVERAL = "toolscore"
+# OpenInference carrier form: evaluations.{i}.evaluation.{name,score,label,explanation}
+OI_EVALUATION_NAME = "name"
+OI_EVALUATION_SCORE = "score"
+OI_EVALUATION_LABEL = "label"
+OI_EVALUATION_EXPLANATION = "explanation"
+
+# Metrics and their attributes
+METRIC_EVALUATION_SCORE = "gen_ai.evaluation.score"
+METRIC_TOOL_CALL_ISSUES = "toolscore.tool_call.issues"
+METRIC_EVALUATIONS = "toolscore.evaluations"
+METRIC_TRACES_PENDING = "toolscore.traces.pending"
+METRIC_TRACES_EVICTED = "toolscore.traces.evicted"
+METRIC_JUDGE_DURATION = "toolscore.judge.duration"
+METRIC_JUDGE_COST = "toolscore.judge.cost"
+METRIC_EMIT_ERRORS = "toolscore.emit.errors"
+ISSUE_TYPE = "issue.type"
+ISSUE_SEVERITY = "issue.severity"
+OUTCOME = "outcome"
+EVICTION_REASON = "reason"
+EMIT_OUTPUT = "output"
+
+
+def oi_evaluation_attr(index: int, field: str) -> str:
+    """``evaluations.{index}.evaluation.{field}``: one evaluation in OpenInference's flat form."""
+    return f"evaluations.{index}.evaluation.{field}"

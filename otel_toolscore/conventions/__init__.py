@@ -30,7 +30,7 @@ READERS: tuple[Reader, ...] = (
     genai.read,
 )
 
-__all__ = ["READERS", "SpanFacts", "ToolExecution", "read_span"]
+__all__ = ["READERS", "SpanFacts", "ToolExecution", "classify", "read_span"]
 
 
 def _hex(value: int, width: int) -> str:
@@ -82,3 +82,34 @@ def _read_failure(span: ReadableSpan, facts: SpanFacts) -> None:
         facts.error = as_text(error)
         if facts.tool is not None and facts.tool.error is None:
             facts.tool.error = facts.error
+
+
+_AGENT_TL_KINDS = frozenset({"agent", "workflow"})
+
+
+def classify(span: ReadableSpan) -> str | None:
+    """Cheap look at one ending span: "agent" (may be a run: hold it), "genai" (other GenAI
+    activity), or None. A handful of dict lookups: this runs on the app's hot path."""
+    attrs = span.attributes
+    if not attrs:
+        return None
+    op = attrs.get(sc.GEN_AI_OPERATION_NAME)
+    if op is not None:
+        return "agent" if op in sc.AGENT_OPERATIONS else "genai"
+    kind = attrs.get(sc.OI_SPAN_KIND)
+    if kind is not None:
+        if kind == sc.OI_KIND_AGENT or (kind == sc.OI_KIND_CHAIN and span.parent is None):
+            return "agent"
+        return "genai"
+    tl = attrs.get(sc.TL_SPAN_KIND)
+    if tl is not None:
+        return "agent" if tl in _AGENT_TL_KINDS else "genai"
+    ai_op = attrs.get(sc.AI_OPERATION_ID)
+    if ai_op is not None:
+        return "agent" if ai_op in sc.AI_RUN_SPANS else "genai"
+    mastra = attrs.get(sc.MASTRA_SPAN_TYPE)
+    if mastra is not None:
+        return "agent" if mastra == "agent_run" else "genai"
+    if sc.GEN_AI_SYSTEM in attrs or sc.LLM_REQUEST_TYPE in attrs or sc.GEN_AI_REQUEST_MODEL in attrs:
+        return "genai"
+    return None

@@ -370,3 +370,42 @@ def penalised_score(severities: Iterable[str], weights: Mapping[str, float]) -> 
 
 def mean2(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 2)
+
+
+def build_scorers(
+    names: Sequence[str] | None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    schemas: Mapping[str, Any] | None = None,
+    allow_unknown_tools: bool = False,
+) -> list[Scorer]:
+    """Scorers by name with their options, as the CLI and the processor configure them.
+
+    Without names: every code scorer whose inputs a run can have (``default_code_scorers``),
+    with tool_call_accuracy reading each run's own expectations. ``tool_call_accuracy`` named
+    without an expectation option also reads them per run (runs without one are skipped).
+    """
+    options = options or {}
+    accuracy = dict(options.get("tool_call_accuracy", {}))
+    if not names:
+        return default_code_scorers(
+            expected_tool=accuracy.get("expected_tool"),
+            expected_tool_order=accuracy.get("expected_tool_order"),
+            strict=accuracy.get("strict"),
+            per_run_expectations=True,
+            schemas=schemas,
+            allow_unknown_tools=allow_unknown_tools,
+        )
+    from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
+
+    built: list[Scorer] = []
+    for name in names:
+        opts = dict(options.get(name, {}))
+        if name == "tool_call_accuracy" and not (opts.get("expected_tool") or parse_tool_order(opts.get("expected_tool_order"))):
+            built.append(ToolCallAccuracy.from_trajectory_expectations(strict=opts.get("strict")))
+            continue
+        if name == "tool_call_validation":
+            opts.setdefault("schemas", schemas)
+            opts.setdefault("allow_unknown_tools", allow_unknown_tools)
+        built.append(get_scorer(name, **opts))
+    return built

@@ -1,0 +1,582 @@
+"""Scores out to OpenTelemetry: agent-span attributes, ``gen_ai.evaluation.result`` events, one
+evaluation span per run, and metrics (names in DESIGN.md, "Emitted names"; all in semconv).
+
+Called from the processor's worker thread, so no method raises: a failure is counted in
+``toolscore.emit.errors{output}`` and logged once per output. Each output has its own switch
+in the settings; a switched-off output costs nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry._logs import (
+    Logger,
+    LoggerProvider,
+    LogRecord,
+    SeverityNumber,
+    get_logger_provider,
+)
+from opentelemetry.context import Context
+from opentelemetry.metrics import (
+    CallbackOptions,
+    Meter,
+    MeterProvider,
+    Observation,
+    get_meter_provider,
+)
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+)
+from opentelemetry.util.types import AttributeValue
+
+from otel_toolscore import __version__, semconv
+from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.scorers.base import (
+    LABEL_ERROR,
+    LABEL_FAIL,
+    LABEL_PASS,
+    LABEL_SKIPPED,
+    Score,
+)
+from otel_toolscore.trajectory import ToolCall, Trajectory
+
+_log = logging.getLogger(__name__)
+
+#: gen_ai.evaluation.score buckets: scores live in [0, 1], tenths are what alerts look at
+SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: toolscore.judge.duration buckets: the GenAI semconv ones for gen_ai.client.operation.duration
+JUDGE_DURATION_BUCKETS: tuple[float, ...] = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+#: a per-call result fails when it has an issue at least this bad (as in the scorers)
+_BLOCKING_SEVERITIES = frozenset({"high", "critical"})
+#: distinct tool names kept as a metric attribute; the model can invent names, so past this
+#: many the rest are counted under _OTHER_TOOL instead of growing the series without bound
+MAX_TOOL_NAMES = 256
+_OTHER_TOOL = "_other"
+
+# Output names for toolscore.emit.errors{output}
+OUTPUT_SPAN_ATTRIBUTES = "span_attributes"
+OUTPUT_EVALUATION_SPAN = "evaluation_span"
+OUTPUT_EVENTS = "events"
+OUTPUT_METRICS = "metrics"
+
+_id_generator = RandomIdGenerator()
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when anything was cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)] + "…"
+
+
+def label_of(score: Score) -> str | None:
+    """The emitted label: the scorer's own, else what the outcome says (never a made-up pass)."""
+    if score.label:
+        return score.label
+    if score.error is not None:
+        return LABEL_ERROR
+    if score.value is None:
+        return LABEL_SKIPPED
+    return None
+
+
+def _number(value: Any) -> float | None:
+    # bool is an int; a True "score" in details would be a scorer bug, not a score of 1.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _call_reports(score: Score) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """The per-call entries of a score's details (tool_call_validation/tool_result_* shape)."""
+    calls = score.details.get("tool_calls") if isinstance(score.details, Mapping) else None
+    if not isinstance(calls, list):
+        return
+    for index, report in enumerate(calls):
+        if isinstance(report, Mapping):
+            yield index, report
+
+
+def _issues(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    issues = report.get("issues")
+    return [i for i in issues if isinstance(i, Mapping)] if isinstance(issues, list) else []
+
+
+def _describe_issue(issue: Mapping[str, Any]) -> str:
+    message = issue.get("message")
+    return f"{issue.get('type')}: {message}" if message else str(issue.get("type"))
+
+
+def _matching_call(
+    trajectory: Trajectory, index: int, report: Mapping[str, Any]
+) -> ToolCall | None:
+    """The trajectory's call a per-call report is about: by id, else by position.
+
+    Scorers report calls in trajectory order, so the position is right when ids are missing;
+    the name check keeps a report from being pinned on the wrong span if that ever changes.
+    """
+    calls = trajectory.tool_calls
+    call_id = report.get("tool_call_id")
+    if call_id is not None:
+        for call in calls:
+            if call.id == call_id:
+                return call
+    if index < len(calls):
+        call = calls[index]
+        name = report.get("name")
+        if name is None or call.name is None or call.name == name:
+            return call
+    return None
+
+
+def _context(trace_id_hex: str, span_id_hex: str | None) -> Context:
+    """A context whose current span is the given (already exported) span, to parent records."""
+    span_context = SpanContext(
+        trace_id=int(trace_id_hex, 16),
+        span_id=int(span_id_hex, 16) if span_id_hex else 0,
+        is_remote=False,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(span_context))
+
+
+class _PendingGauge:
+    """One toolscore.traces.pending gauge per Meter, summing every registered callback.
+
+    The SDK keeps only the first observable instrument of a name per meter (a second one's
+    callbacks are silently dropped), so two processors sharing a MeterProvider share this.
+    Bound methods are held weakly, so a discarded processor stops being observed.
+    """
+
+    def __init__(self, meter: Meter) -> None:
+        self._lock = threading.Lock()
+        self._sources: list[Callable[[], Callable[[], int] | None]] = []
+        meter.create_observable_gauge(
+            semconv.METRIC_TRACES_PENDING,
+            callbacks=[self._observe],
+            unit="{trace}",
+            description="Traces buffered and not yet scored",
+        )
+
+    def add(self, callback: Callable[[], int]) -> None:
+        try:
+            ref: Callable[[], Callable[[], int] | None] = weakref.WeakMethod(
+                callback  # type: ignore[arg-type]
+            )
+        except TypeError:  # a plain function or lambda: hold it
+            ref = lambda: callback
+        with self._lock:
+            self._sources.append(ref)
+
+    def _observe(self, options: CallbackOptions) -> Iterable[Observation]:
+        total = 0
+        with self._lock:
+            sources = list(self._sources)
+        for ref in sources:
+            callback = ref()
+            if callback is None:
+                with self._lock:
+                    if ref in self._sources:
+                        self._sources.remove(ref)
+                continue
+            try:
+                total += int(callback())
+            except Exception:  # noqa: BLE001 - one bad source must not hide the others
+                _log.debug("pending-traces callback failed", exc_info=True)
+        return [Observation(total)]
+
+
+_pending_gauges: weakref.WeakKeyDictionary[Meter, _PendingGauge] = weakref.WeakKeyDictionary()
+_pending_lock = threading.Lock()
+
+
+def _pending_gauge(meter: Meter) -> _PendingGauge:
+    with _pending_lock:
+        gauge = _pending_gauges.get(meter)
+        if gauge is None:
+            gauge = _pending_gauges[meter] = _PendingGauge(meter)
+        return gauge
+
+
+class Emitter:
+    """Turns scores into attributes, events, an evaluation span and metrics."""
+
+    def __init__(
+        self,
+        settings: ToolScoreSettings,
+        *,
+        meter_provider: MeterProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
+    ) -> None:
+        self._settings = settings
+        self._scope = InstrumentationScope(semconv.INSTRUMENTATION_SCOPE, __version__)
+        self._warned: set[str] = set()
+        self._tool_names: set[str] = set()
+        self._lock = threading.Lock()
+        # A provider that fails here turns its output off rather than failing the app's
+        # install(); the warning says why the output is missing.
+        self._meter: Meter | None = None
+        if settings.metrics:
+            try:
+                meter = (meter_provider or get_meter_provider()).get_meter(
+                    semconv.INSTRUMENTATION_SCOPE, __version__
+                )
+                self._create_instruments(meter)
+                self._meter = meter
+            except Exception:  # noqa: BLE001
+                _log.warning("otel-toolscore: metrics disabled, no meter", exc_info=True)
+        self._logger: Logger | None = None
+        if settings.events:
+            try:
+                self._logger = (logger_provider or get_logger_provider()).get_logger(
+                    semconv.INSTRUMENTATION_SCOPE, __version__
+                )
+            except Exception:  # noqa: BLE001
+                _log.warning("otel-toolscore: events disabled, no logger", exc_info=True)
+
+    def _create_instruments(self, meter: Meter) -> None:
+        self._score_histogram = meter.create_histogram(
+            semconv.METRIC_EVALUATION_SCORE,
+            unit="1",
+            description="Evaluation scores of agent runs",
+            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
+        )
+        self._issues_counter = meter.create_counter(
+            semconv.METRIC_TOOL_CALL_ISSUES,
+            unit="{issue}",
+            description="Issues found in tool calls",
+        )
+        self._evaluations_counter = meter.create_counter(
+            semconv.METRIC_EVALUATIONS,
+            unit="{evaluation}",
+            description="Evaluations by outcome (scored, skipped, error, dropped)",
+        )
+        self._evicted_counter = meter.create_counter(
+            semconv.METRIC_TRACES_EVICTED,
+            unit="{trace}",
+            description="Traces dropped from the buffer before scoring, by reason",
+        )
+        self._judge_duration = meter.create_histogram(
+            semconv.METRIC_JUDGE_DURATION,
+            unit="s",
+            description="Duration of LLM judge calls",
+            explicit_bucket_boundaries_advisory=JUDGE_DURATION_BUCKETS,
+        )
+        self._judge_cost = meter.create_counter(
+            semconv.METRIC_JUDGE_COST, unit="USD", description="Cost of LLM judge calls"
+        )
+        self._errors_counter = meter.create_counter(
+            semconv.METRIC_EMIT_ERRORS,
+            unit="{error}",
+            description="Failures while emitting scores, by output",
+        )
+
+    # --- failure handling -------------------------------------------------------------------
+
+    def _failed(self, output: str) -> None:
+        """Count (and log once per output) an exception caught while emitting."""
+        try:
+            if output not in self._warned:
+                self._warned.add(output)
+                _log.warning("otel-toolscore: emitting %s failed", output, exc_info=True)
+            else:
+                _log.debug("otel-toolscore: emitting %s failed", output, exc_info=True)
+            if self._meter is not None:
+                self._errors_counter.add(1, {semconv.EMIT_OUTPUT: output})
+        except Exception:  # noqa: BLE001, S110 - the error path itself must not raise either
+            pass
+
+    def _explanation(self, text: str) -> str:
+        return truncate(text, self._settings.explanation_max_chars)
+
+    # --- agent-span attributes --------------------------------------------------------------
+
+    def span_attributes(self, scores: Sequence[Score]) -> dict[str, AttributeValue]:
+        """``toolscore.<scorer>.{score,label,explanation,error}`` for the held agent span."""
+        if not self._settings.span_attributes:
+            return {}
+        try:
+            attributes: dict[str, AttributeValue] = {}
+            for score in scores:
+                fields: dict[str, AttributeValue | None] = {
+                    semconv.TOOLSCORE_FIELD_SCORE: _number(score.value),
+                    semconv.TOOLSCORE_FIELD_LABEL: label_of(score),
+                    semconv.TOOLSCORE_FIELD_EXPLANATION: (
+                        self._explanation(score.explanation) if score.explanation else None
+                    ),
+                    semconv.TOOLSCORE_FIELD_ERROR: score.error,
+                }
+                for field, value in fields.items():
+                    if value is not None:
+                        attributes[semconv.toolscore_attr(score.name, field)] = value
+            return attributes
+        except Exception:  # noqa: BLE001 - never raise into the worker
+            self._failed(OUTPUT_SPAN_ATTRIBUTES)
+            return {}
+
+    # --- evaluation span --------------------------------------------------------------------
+
+    def evaluation_span(
+        self, trajectory: Trajectory, scores: Sequence[Score], agent_span: ReadableSpan
+    ) -> ReadableSpan | None:
+        """One finished span per run, child of and linked to the agent span.
+
+        Built as a ReadableSpan, not through a tracer, so it goes only where the caller sends it
+        (the downstream processor) and never back through our own processor. Named
+        ``evaluation {scorer}`` for one score; a run with several is ``evaluation toolscore``,
+        with every score in the OpenInference ``evaluations.{i}`` form.
+        """
+        if not self._settings.evaluation_spans or not scores:
+            return None
+        try:
+            parent = agent_span.context
+            if parent is None or not parent.is_valid:
+                return None
+            context = SpanContext(
+                trace_id=parent.trace_id,
+                span_id=_id_generator.generate_span_id(),
+                is_remote=False,
+                trace_flags=parent.trace_flags,
+                trace_state=parent.trace_state,
+            )
+            suffix = scores[0].name if len(scores) == 1 else semconv.EVALUATION_SPAN_SEVERAL
+            now = time.time_ns()
+            return ReadableSpan(
+                name=f"{semconv.EVALUATION_SPAN_PREFIX} {suffix}",
+                context=context,
+                parent=parent,
+                resource=agent_span.resource,
+                attributes=self._evaluation_span_attributes(trajectory, scores),
+                links=(Link(parent),),
+                kind=SpanKind.INTERNAL,
+                start_time=now,
+                end_time=now,
+                instrumentation_scope=self._scope,
+            )
+        except Exception:  # noqa: BLE001 - never raise into the worker
+            self._failed(OUTPUT_EVALUATION_SPAN)
+            return None
+
+    def _evaluation_span_attributes(
+        self, trajectory: Trajectory, scores: Sequence[Score]
+    ) -> dict[str, AttributeValue]:
+        attributes: dict[str, AttributeValue] = {semconv.OI_SPAN_KIND: semconv.OI_KIND_EVALUATOR}
+        if len(scores) == 1:  # the GenAI form holds one evaluation per span
+            attributes.update(self._evaluation_attributes(scores[0]))
+        if trajectory.agent_name:
+            attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
+        for index, score in enumerate(scores):
+            attributes[semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_NAME)] = score.name
+            value = _number(score.value)
+            if value is not None:
+                attributes[semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_SCORE)] = value
+            label = label_of(score)
+            if label is not None:
+                attributes[semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_LABEL)] = label
+            if score.explanation:
+                key = semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_EXPLANATION)
+                attributes[key] = self._explanation(score.explanation)
+        return attributes
+
+    def _evaluation_attributes(self, score: Score) -> dict[str, AttributeValue]:
+        """The ``gen_ai.evaluation.*`` (and ``error.type``) attributes of one run-level score."""
+        attributes: dict[str, AttributeValue] = {semconv.GEN_AI_EVALUATION_NAME: score.name}
+        value = _number(score.value)
+        if value is not None:
+            attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = value
+        label = label_of(score)
+        if label is not None:
+            attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
+        if score.explanation:
+            attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = self._explanation(score.explanation)
+        if score.error is not None:
+            attributes[semconv.ERROR_TYPE] = score.error
+        return attributes
+
+    # --- events -----------------------------------------------------------------------------
+
+    def emit_events(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
+        """One ``gen_ai.evaluation.result`` per score on the run span, plus one per scored tool
+        call on its tool span (on the run span when the call had no span of its own)."""
+        if self._logger is None or not scores:
+            return
+        try:
+            run_context = _context(trajectory.trace_id, trajectory.span_id)
+        except Exception:  # noqa: BLE001 - never raise into the worker
+            self._failed(OUTPUT_EVENTS)
+            return
+        for score in scores:
+            # One score's bad details must not cost the other scores their events.
+            try:
+                attributes = self._evaluation_attributes(score)
+                if trajectory.agent_name:
+                    attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
+                self._emit(run_context, attributes, error=score.error is not None)
+                for index, report in _call_reports(score):
+                    self._emit_call(trajectory, score, index, report, run_context)
+            except Exception:  # noqa: BLE001 - never raise into the worker
+                self._failed(OUTPUT_EVENTS)
+
+    def _emit_call(
+        self,
+        trajectory: Trajectory,
+        score: Score,
+        index: int,
+        report: Mapping[str, Any],
+        run_context: Context,
+    ) -> None:
+        value = _number(report.get("score"))
+        if value is None:
+            return
+        issues = _issues(report)
+        blocking = any(issue.get("severity") in _BLOCKING_SEVERITIES for issue in issues)
+        attributes: dict[str, AttributeValue] = {
+            semconv.GEN_AI_EVALUATION_NAME: score.name,
+            semconv.GEN_AI_EVALUATION_SCORE_VALUE: value,
+            semconv.GEN_AI_EVALUATION_SCORE_LABEL: LABEL_FAIL if blocking else LABEL_PASS,
+        }
+        if issues:
+            text = "; ".join(_describe_issue(issue) for issue in issues)
+            attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = self._explanation(text)
+        call = _matching_call(trajectory, index, report)
+        tool_name = report.get("name") or (call.name if call else None)
+        if isinstance(tool_name, str) and tool_name:
+            attributes[semconv.GEN_AI_TOOL_NAME] = tool_name
+        call_id = report.get("tool_call_id") or (call.id if call else None)
+        if isinstance(call_id, str) and call_id:
+            attributes[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+        if trajectory.agent_name:
+            attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
+        context = run_context
+        if call is not None and call.span_id:
+            context = _context(trajectory.trace_id, call.span_id)
+        self._emit(context, attributes, error=False)
+
+    def _emit(
+        self, context: Context, attributes: dict[str, AttributeValue], *, error: bool
+    ) -> None:
+        assert self._logger is not None
+        self._logger.emit(
+            LogRecord(
+                timestamp=time.time_ns(),
+                context=context,
+                # INFO for judgements; WARN when the scorer could not score, so it stands out.
+                severity_number=SeverityNumber.WARN if error else SeverityNumber.INFO,
+                event_name=semconv.GEN_AI_EVALUATION_RESULT,
+                attributes=attributes,
+            )
+        )
+
+    # --- metrics ----------------------------------------------------------------------------
+
+    def record_metrics(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
+        """Score histogram, issue counter and evaluation counter for one run.
+
+        Attributes are names and enums only (never content, ids or explanations), so the
+        number of series stays bounded.
+        """
+        if self._meter is None:
+            return
+        for score in scores:
+            try:
+                self.count_evaluation(score.name, score.outcome)
+                value = _number(score.value)
+                if value is not None:
+                    attributes: dict[str, AttributeValue] = {
+                        semconv.GEN_AI_EVALUATION_NAME: score.name
+                    }
+                    label = label_of(score)
+                    if label is not None:
+                        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
+                    if trajectory.agent_name:
+                        attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
+                    self._score_histogram.record(value, attributes)
+                self._count_issues(score)
+            except Exception:  # noqa: BLE001 - never raise into the worker
+                self._failed(OUTPUT_METRICS)
+
+    def _count_issues(self, score: Score) -> None:
+        for _, report in _call_reports(score):
+            tool = self._bounded_tool_name(report.get("name"))
+            for issue in _issues(report):
+                attributes: dict[str, AttributeValue] = {
+                    # the scorer's name too: two scorers can report the same issue type
+                    semconv.GEN_AI_EVALUATION_NAME: score.name,
+                    semconv.ISSUE_TYPE: str(issue.get("type")),
+                    semconv.ISSUE_SEVERITY: str(issue.get("severity")),
+                }
+                if tool is not None:
+                    attributes[semconv.GEN_AI_TOOL_NAME] = tool
+                self._issues_counter.add(1, attributes)
+
+    def _bounded_tool_name(self, name: Any) -> str | None:
+        if not isinstance(name, str) or not name:
+            return None
+        with self._lock:
+            if name in self._tool_names:
+                return name
+            if len(self._tool_names) < MAX_TOOL_NAMES:
+                self._tool_names.add(name)
+                return name
+        return _OTHER_TOOL
+
+    def count_evaluation(self, name: str, outcome: str) -> None:
+        """``toolscore.evaluations{gen_ai.evaluation.name, outcome}`` += 1 (e.g. "dropped")."""
+        if self._meter is None:
+            return
+        try:
+            self._evaluations_counter.add(
+                1, {semconv.GEN_AI_EVALUATION_NAME: name, semconv.OUTCOME: outcome}
+            )
+        except Exception:  # noqa: BLE001 - never raise into the worker
+            self._failed(OUTPUT_METRICS)
+
+    def count_evicted(self, reason: str, n: int = 1) -> None:
+        """``toolscore.traces.evicted{reason}`` += n."""
+        if self._meter is None or n <= 0:
+            return
+        try:
+            self._evicted_counter.add(n, {semconv.EVICTION_REASON: reason})
+        except Exception:  # noqa: BLE001 - never raise into the worker
+            self._failed(OUTPUT_METRICS)
+
+    def observe_pending(self, callback: Callable[[], int]) -> None:
+        """``toolscore.traces.pending``: the sum of every registered callback at collection."""
+        if self._meter is None:
+            return
+        try:
+            _pending_gauge(self._meter).add(callback)
+        except Exception:  # noqa: BLE001 - never raise into the caller
+            self._failed(OUTPUT_METRICS)
+
+    def record_judge(self, duration_s: float, cost_usd: float | None, model: str) -> None:
+        """One judge call: its duration, and its cost when known."""
+        if self._meter is None:
+            return
+        try:
+            attributes: dict[str, AttributeValue] = {semconv.GEN_AI_REQUEST_MODEL: model}
+            duration = _number(duration_s)
+            if duration is not None and duration >= 0:
+                self._judge_duration.record(duration, attributes)
+            cost = _number(cost_usd)
+            if cost is not None and cost >= 0:  # counters only go up
+                self._judge_cost.add(cost, attributes)
+        except Exception:  # noqa: BLE001 - never raise into the worker
+            self._failed(OUTPUT_METRICS)

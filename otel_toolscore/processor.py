@@ -1,0 +1,381 @@
+"""ToolScoreSpanProcessor: scores agent runs inside the app's own span pipeline.
+
+It wraps the exporting processor: ``ToolScoreSpanProcessor(BatchSpanProcessor(exporter))``.
+Every span given to ``on_end`` reaches ``downstream.on_end`` exactly once. Spans go through at
+once, except agent-like spans, which are held until their trace's code scores are ready (so the
+scores can ride on them as attributes), never longer than ``hold_timeout``.
+
+Threads: the app's threads only touch dicts under one short lock (``on_start``/``on_end``); a
+worker thread scores completed traces from a bounded queue; a timer thread handles grace
+periods, hold deadlines and TTLs. The downstream processor is never called under the lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+import weakref
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.util.types import AttributeValue
+
+from otel_toolscore.config import ToolScoreSettings, load_settings
+from otel_toolscore.conventions import classify
+from otel_toolscore.emit import Emitter
+from otel_toolscore.engine import Engine, RunResult
+from otel_toolscore.scorers.base import Scorer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Held:
+    """An agent-like span waiting for its scores. ``released`` makes forwarding exactly-once."""
+
+    span: ReadableSpan
+    span_id: str
+    deadline: float
+    released: bool = False
+
+
+@dataclass(eq=False)
+class _TraceBuffer:
+    created: float
+    spans: list[ReadableSpan] = field(default_factory=list)
+    held: list[_Held] = field(default_factory=list)
+    open: int = 0
+    genai: bool = False
+    root_ended: bool = False
+    grace_deadline: float | None = None
+
+
+@dataclass
+class _Ready:
+    trace_id: int
+    spans: list[ReadableSpan]
+    held: list[_Held]
+
+
+def with_attributes(span: ReadableSpan, extra: dict[str, AttributeValue]) -> ReadableSpan:
+    """A copy of an ended span with more attributes (ended SDK spans are immutable)."""
+    attrs = dict(span.attributes or {})
+    attrs.update(extra)
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=attrs,
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+class ToolScoreSpanProcessor(SpanProcessor):
+    def __init__(
+        self,
+        downstream: SpanProcessor,
+        scorers: Sequence[Scorer | str] | None = None,
+        *,
+        settings: ToolScoreSettings | None = None,
+        meter_provider: Any = None,
+        logger_provider: Any = None,
+        **overrides: Any,
+    ) -> None:
+        self._downstream = downstream
+        self.settings = settings if settings is not None else load_settings(**overrides)
+        self._emitter = Emitter(self.settings, meter_provider=meter_provider, logger_provider=logger_provider)
+        self._engine = Engine(self.settings, scorers, self._emitter)
+        self._emitter.observe_pending(lambda: len(self._pending))
+        self.stats: Counter[str] = Counter()
+        self._init_state()
+        if hasattr(os, "register_at_fork"):
+            weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
+            os.register_at_fork(after_in_child=lambda: weak_reinit()())  # type: ignore[misc]
+
+    # --- state and threads ---------------------------------------------------------------------
+
+    def _init_state(self) -> None:
+        self._lock = threading.Lock()
+        self._timer_wakeup = threading.Condition(self._lock)
+        self._pending: OrderedDict[int, _TraceBuffer] = OrderedDict()
+        self._deadlines: list[tuple[float, int, str, Any]] = []  # (when, seq, what, payload)
+        self._seq = itertools.count()
+        self._queue: queue.Queue[_Ready | None] = queue.Queue(maxsize=self.settings.queue_size)
+        self._busy = 0  # ready items taken by the worker and not yet done
+        self._idle = threading.Condition(threading.Lock())
+        self._shutdown = False
+        self._worker = threading.Thread(target=self._work, name="otel-toolscore-worker", daemon=True)
+        self._timer = threading.Thread(target=self._time, name="otel-toolscore-timer", daemon=True)
+        self._worker.start()
+        self._timer.start()
+
+    def _at_fork_reinit(self) -> None:
+        # The child gets none of the parent's threads; its buffers describe the parent's spans.
+        self._init_state()
+
+    # --- hot path --------------------------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        evicted: _TraceBuffer | None = None
+        try:
+            trace_id = span.context.trace_id
+            with self._lock:
+                if not self._shutdown:
+                    buf = self._pending.get(trace_id)
+                    if buf is None:
+                        if len(self._pending) >= self.settings.max_pending_traces:
+                            _, evicted = self._pending.popitem(last=False)
+                        buf = _TraceBuffer(created=time.monotonic())
+                        self._pending[trace_id] = buf
+                    buf.open += 1
+        except Exception:  # noqa: BLE001 - nothing may raise into the app
+            logger.debug("otel-toolscore on_start failed", exc_info=True)
+        if evicted is not None:
+            self._evict(evicted, "max_pending_traces")
+        self._downstream.on_start(span, parent_context=parent_context)
+
+    def _on_ending(self, span: Span) -> None:
+        hook = getattr(self._downstream, "_on_ending", None)
+        if hook is not None:
+            hook(span)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        hold = False
+        ready: _Ready | None = None
+        evicted: _TraceBuffer | None = None
+        try:
+            kind = classify(span)
+            ctx = span.context
+            now = time.monotonic()
+            with self._lock:
+                buf = self._pending.get(ctx.trace_id) if not self._shutdown else None
+                if buf is not None:
+                    buf.open = max(0, buf.open - 1)
+                    if len(buf.spans) >= self.settings.max_spans_per_trace:
+                        evicted = self._pending.pop(ctx.trace_id)
+                    else:
+                        buf.spans.append(span)
+                        if kind is not None:
+                            buf.genai = True
+                        if kind == "agent":
+                            held = _Held(span, format(ctx.span_id, "016x"), now + self.settings.hold_timeout)
+                            buf.held.append(held)
+                            hold = True
+                            self._schedule(held.deadline, "hold", held)
+                            if buf.grace_deadline is None:
+                                buf.grace_deadline = now + self.settings.completion_grace
+                                self._schedule(buf.grace_deadline, "grace", ctx.trace_id)
+                        ready = self._check_complete(ctx.trace_id, buf, span)
+        except Exception:  # noqa: BLE001 - nothing may raise into the app
+            # A span already held sits in its buffer with a deadline: the timer releases it.
+            logger.debug("otel-toolscore on_end failed", exc_info=True)
+        if not hold:
+            self._downstream.on_end(span)
+        if evicted is not None:
+            self._evict(evicted, "max_spans_per_trace")
+        if ready is not None:
+            self._submit(ready)
+
+    def _check_complete(self, trace_id: int, buf: _TraceBuffer, ended: ReadableSpan) -> _Ready | None:
+        """Under the lock: is this trace ready for scoring now?
+
+        Ready when nothing started in it is still open and either an agent span has ended or
+        its local root has (a GenAI trace without an agent span is one run, scored without a
+        held span; a trace with no GenAI span at all needs no scoring and is dropped).
+        """
+        parent = ended.parent
+        if parent is None or parent.is_remote:
+            buf.root_ended = True
+        if buf.open > 0 or not (buf.held or buf.root_ended):
+            return None
+        del self._pending[trace_id]
+        if buf.held or buf.genai:
+            return _Ready(trace_id, buf.spans, buf.held)
+        return None
+
+    def _schedule(self, when: float, what: str, payload: Any) -> None:
+        # Under the lock; wakes the timer only when this deadline is its new earliest.
+        entry = (when, next(self._seq), what, payload)
+        heapq.heappush(self._deadlines, entry)
+        if self._deadlines[0] is entry:
+            self._timer_wakeup.notify()
+
+    # --- hand-off --------------------------------------------------------------------------------
+
+    def _submit(self, ready: _Ready) -> None:
+        try:
+            self._queue.put_nowait(ready)
+        except queue.Full:
+            self.stats["dropped_queue_full"] += 1
+            self._engine.count_dropped()
+            self._emitter.count_evicted("queue_full")
+            self._release_all(ready.held)
+
+    def _evict(self, buf: _TraceBuffer, reason: str) -> None:
+        self.stats[f"evicted_{reason}"] += 1
+        self._emitter.count_evicted(reason)
+        self._release_all(buf.held)
+
+    def _release(self, held: _Held, extra: dict[str, AttributeValue] | None = None) -> bool:
+        """Forward a held span exactly once, with the scores' attributes when there are any."""
+        with self._lock:
+            if held.released:
+                return False
+            held.released = True
+        span = held.span
+        if extra:
+            try:
+                span = with_attributes(span, extra)
+            except Exception:  # noqa: BLE001 - an unscored span beats a lost one
+                logger.debug("otel-toolscore could not copy span", exc_info=True)
+        self._downstream.on_end(span)
+        return True
+
+    def _release_all(self, helds: list[_Held]) -> None:
+        for h in helds:
+            self._release(h)
+
+    # --- timer thread: grace periods, hold deadlines, TTL ------------------------------------------
+
+    def _time(self) -> None:
+        while True:
+            due: list[tuple[str, Any]] = []
+            expired: list[_TraceBuffer] = []
+            with self._lock:
+                if self._shutdown and not self._deadlines:
+                    return
+                now = time.monotonic()
+                while self._deadlines and self._deadlines[0][0] <= now:
+                    _, _, what, payload = heapq.heappop(self._deadlines)
+                    due.append((what, payload))
+                ttl = self.settings.trace_ttl
+                while self._pending:
+                    tid, buf = next(iter(self._pending.items()))
+                    if now - buf.created < ttl:
+                        break
+                    expired.append(self._pending.pop(tid))
+                ready = []
+                for what, payload in due:
+                    if what == "grace":
+                        buf = self._pending.get(payload)
+                        if buf is not None and buf.held:
+                            del self._pending[payload]
+                            ready.append(_Ready(payload, buf.spans, buf.held))
+                if not due and not expired:
+                    timeout = (self._deadlines[0][0] - now) if self._deadlines else min(ttl, 1.0)
+                    self._timer_wakeup.wait(timeout=min(max(timeout, 0.0), 1.0))
+                    continue
+            for what, payload in due:
+                if what == "hold" and self._release(payload):
+                    self.stats["holds_expired"] += 1
+            for buf in expired:
+                self._evict(buf, "trace_ttl")
+            for r in ready:
+                self._submit(r)
+
+    # --- worker thread: scoring ----------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            with self._idle:
+                self._busy += 1
+            try:
+                self._score(item)
+            except Exception:  # noqa: BLE001 - a scoring failure must not kill the worker
+                logger.warning("otel-toolscore scoring failed", exc_info=True)
+                self._release_all(item.held)
+            finally:
+                with self._idle:
+                    self._busy -= 1
+                    self._idle.notify_all()
+
+    def _score(self, item: _Ready) -> None:
+        results = self._engine.score(item.spans)
+        by_id = {h.span_id: h for h in item.held}
+        spans_by_id = {format(s.context.span_id, "016x"): s for s in item.spans}
+        emitted: list[tuple[RunResult, ReadableSpan | None]] = []
+        for result in results:
+            run_id = result.trajectory.span_id or ""
+            held = by_id.pop(run_id, None)
+            if held is not None:
+                self._release(held, self._emitter.span_attributes(result.scores))
+            emitted.append((result, spans_by_id.get(run_id)))
+        # Wrappers and non-run agent spans go out as they are.
+        self._release_all(list(by_id.values()))
+        for result, run_span in emitted:
+            evaluation = self._engine.emit(result, run_span)
+            if evaluation is not None:
+                self._downstream.on_end(evaluation)
+
+    # --- flush and shutdown ----------------------------------------------------------------------
+
+    def _drain_pending(self) -> list[_Ready]:
+        """Under the lock: every trace whose agent span has ended is complete now."""
+        ready = []
+        for tid in [t for t, b in self._pending.items() if b.held]:
+            buf = self._pending.pop(tid)
+            ready.append(_Ready(tid, buf.spans, buf.held))
+        return ready
+
+    def _wait_idle(self, deadline: float) -> bool:
+        with self._idle:
+            while self._busy or not self._queue.empty():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(timeout=min(remaining, 0.05))
+        return True
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        deadline = time.monotonic() + timeout_millis / 1000
+        with self._lock:
+            ready = self._drain_pending()
+        for r in ready:
+            self._submit(r)
+        done = self._wait_idle(deadline)
+        remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        return self._downstream.force_flush(remaining_ms) and done
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._shutdown:
+                return
+            ready = self._drain_pending()
+            leftovers = [h for b in self._pending.values() for h in b.held]
+            self._pending.clear()
+        for r in ready:
+            self._submit(r)
+        self._wait_idle(time.monotonic() + min(self.settings.hold_timeout, self.settings.shutdown_timeout))
+        with self._lock:
+            self._shutdown = True
+            stranded = [h for _, _, what, h in self._deadlines if what == "hold"]
+            self._deadlines.clear()
+            self._timer_wakeup.notify()
+        # Whatever is still held (scoring too slow, queue full) leaves now, unscored.
+        self._release_all(leftovers + stranded)
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            pass
+        self._worker.join(timeout=1.0)
+        self._timer.join(timeout=1.0)
+        self._downstream.shutdown()

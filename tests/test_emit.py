@@ -1,0 +1,756 @@
+"""emit.py against the real SDK pieces: in-memory metric reader, log exporter, span exporter and
+the OTLP encoders. Exact names, attributes, values and parenting; each switch turns its output
+off; nothing raises."""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
+from opentelemetry.sdk._logs.export import (
+    InMemoryLogRecordExporter,
+    SimpleLogRecordProcessor,
+)
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    InMemoryMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+import otel_toolscore
+from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.emit import SCORE_BUCKETS, Emitter, truncate
+from otel_toolscore.scorers import ToolCallValidation
+from otel_toolscore.scorers.base import Score
+from otel_toolscore.trajectory import ToolCall, Trajectory
+
+AGENT = "weather-agent"
+TOOL_SPAN_1 = "00000000000000a1"
+EXPLANATION = "1 of 2 tool call(s) have issues: missing_required_param ×1."
+
+ACCURACY = Score(
+    name="tool_call_accuracy", value=1.0, label="pass", explanation="Called get_weather."
+)
+VALIDATION = Score(
+    name="tool_call_validation",
+    value=0.65,
+    label="fail",
+    explanation=EXPLANATION,
+    details={
+        "tool_calls": [
+            {"tool_call_id": "call_1", "name": "get_weather", "score": 1.0, "issues": []},
+            {
+                "tool_call_id": "call_2",
+                "name": "send_email",
+                "score": 0.3,
+                "issues": [
+                    {
+                        "type": "missing_required_param",
+                        "severity": "high",
+                        "message": "'to' is required",
+                    },
+                    {"type": "type_mismatch", "severity": "medium", "message": "bad subject"},
+                ],
+            },
+        ],
+        "issue_counts": {"missing_required_param": 1, "type_mismatch": 1},
+    },
+)
+SKIPPED = Score.skipped("tool_call_accuracy", "No expected tool for this run.")
+ERROR = Score.failed("tool_result_verification", RuntimeError("boom"))
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("OTEL_TOOLSCORE_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+@pytest.fixture
+def meter_provider(reader: InMemoryMetricReader) -> Iterator[MeterProvider]:
+    provider = MeterProvider(metric_readers=[reader])
+    yield provider
+    provider.shutdown()
+
+
+@pytest.fixture
+def log_exporter() -> InMemoryLogRecordExporter:
+    return InMemoryLogRecordExporter()
+
+
+@pytest.fixture
+def logger_provider(log_exporter: InMemoryLogRecordExporter) -> Iterator[LoggerProvider]:
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
+    yield provider
+    provider.shutdown()
+
+
+@pytest.fixture
+def make_emitter(meter_provider: MeterProvider, logger_provider: LoggerProvider) -> Any:
+    def make(**settings: Any) -> Emitter:
+        return Emitter(
+            ToolScoreSettings(**settings),
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+        )
+
+    return make
+
+
+@pytest.fixture
+def agent_span() -> ReadableSpan:
+    """A real finished agent span, as the processor would hold it."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "weather-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("app").start_as_current_span(f"invoke_agent {AGENT}"):
+        pass
+    (span,) = exporter.get_finished_spans()
+    return span
+
+
+@pytest.fixture
+def trajectory(agent_span: ReadableSpan) -> Trajectory:
+    assert agent_span.context is not None
+    return Trajectory(
+        trace_id=format(agent_span.context.trace_id, "032x"),
+        span_id=format(agent_span.context.span_id, "016x"),
+        agent_name=AGENT,
+        input="Weather in Paris, then mail it to me",
+        steps=[
+            ToolCall(id="call_1", name="get_weather", span_id=TOOL_SPAN_1),
+            ToolCall(id="call_2", name="send_email", span_id=None),
+        ],
+    )
+
+
+def metrics(reader: InMemoryMetricReader) -> dict[str, Any]:
+    data = reader.get_metrics_data()
+    if data is None:
+        return {}
+    return {
+        metric.name: metric
+        for resource_metrics in data.resource_metrics
+        for scope_metrics in resource_metrics.scope_metrics
+        for metric in scope_metrics.metrics
+    }
+
+
+def points(reader: InMemoryMetricReader, name: str) -> dict[frozenset[Any], Any]:
+    metric = metrics(reader)[name]
+    return {frozenset(dict(p.attributes or {}).items()): p for p in metric.data.data_points}
+
+
+def attrs(record: ReadableLogRecord) -> dict[str, Any]:
+    return dict(record.log_record.attributes or {})
+
+
+# --- span attributes --------------------------------------------------------------------------
+
+
+def test_span_attributes(make_emitter: Any) -> None:
+    emitter = make_emitter()
+    assert emitter.span_attributes([ACCURACY, VALIDATION, ERROR]) == {
+        "toolscore.tool_call_accuracy.score": 1.0,
+        "toolscore.tool_call_accuracy.label": "pass",
+        "toolscore.tool_call_accuracy.explanation": "Called get_weather.",
+        "toolscore.tool_call_validation.score": 0.65,
+        "toolscore.tool_call_validation.label": "fail",
+        "toolscore.tool_call_validation.explanation": EXPLANATION,
+        "toolscore.tool_result_verification.label": "error",
+        "toolscore.tool_result_verification.explanation": (
+            "Scorer tool_result_verification failed: boom"
+        ),
+        "toolscore.tool_result_verification.error": "RuntimeError",
+    }
+
+
+def test_skipped_and_error_scores_carry_no_value(make_emitter: Any) -> None:
+    emitter = make_emitter()
+    assert emitter.span_attributes([SKIPPED]) == {
+        "toolscore.tool_call_accuracy.label": "skipped",
+        "toolscore.tool_call_accuracy.explanation": "No expected tool for this run.",
+    }
+    attributes = emitter.span_attributes([ERROR])
+    assert "toolscore.tool_result_verification.score" not in attributes
+    assert attributes["toolscore.tool_result_verification.error"] == "RuntimeError"
+    # no label given, no value, no error: the outcome still shows as "skipped"
+    bare = Score(name="x")
+    assert emitter.span_attributes([bare]) == {"toolscore.x.label": "skipped"}
+
+
+def test_explanation_is_truncated_with_ellipsis(make_emitter: Any) -> None:
+    emitter = make_emitter(explanation_max_chars=10)
+    score = Score(name="s", value=0.5, label="fail", explanation="abcdefghijKLMNOP")
+    explanation = emitter.span_attributes([score])["toolscore.s.explanation"]
+    assert explanation == "abcdefghi…" and len(explanation) == 10
+    exact = Score(name="s", value=0.5, explanation="abcdefghij")
+    assert emitter.span_attributes([exact])["toolscore.s.explanation"] == "abcdefghij"
+    assert truncate("abc", 1) == "…"
+
+
+def test_span_attributes_switch(make_emitter: Any) -> None:
+    assert make_emitter(span_attributes=False).span_attributes([ACCURACY]) == {}
+
+
+# --- evaluation span --------------------------------------------------------------------------
+
+
+def test_evaluation_span_one_score(
+    make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
+) -> None:
+    span = make_emitter().evaluation_span(trajectory, [VALIDATION], agent_span)
+    assert span is not None and span.context is not None and agent_span.context is not None
+    assert span.name == "evaluation tool_call_validation"
+    assert span.parent == agent_span.context
+    assert span.context.trace_id == agent_span.context.trace_id
+    assert span.context.span_id not in (0, agent_span.context.span_id)
+    assert span.context.trace_flags == agent_span.context.trace_flags
+    assert [link.context for link in span.links] == [agent_span.context]
+    assert span.resource is agent_span.resource
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.name == "otel_toolscore"
+    assert span.instrumentation_scope.version == otel_toolscore.__version__
+    assert span.kind is SpanKind.INTERNAL
+    assert span.status.status_code is StatusCode.UNSET
+    assert span.start_time is not None and span.start_time == span.end_time
+    assert dict(span.attributes or {}) == {
+        "openinference.span.kind": "EVALUATOR",
+        "gen_ai.evaluation.name": "tool_call_validation",
+        "gen_ai.evaluation.score.value": 0.65,
+        "gen_ai.evaluation.score.label": "fail",
+        "gen_ai.evaluation.explanation": EXPLANATION,
+        "gen_ai.agent.name": AGENT,
+        "evaluations.0.evaluation.name": "tool_call_validation",
+        "evaluations.0.evaluation.score": 0.65,
+        "evaluations.0.evaluation.label": "fail",
+        "evaluations.0.evaluation.explanation": EXPLANATION,
+    }
+
+
+def test_evaluation_span_several_scores(
+    make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
+) -> None:
+    emitter = make_emitter(explanation_max_chars=8)
+    span = emitter.evaluation_span(trajectory, [ACCURACY, SKIPPED, ERROR], agent_span)
+    assert span is not None
+    assert span.name == "evaluation toolscore"
+    assert dict(span.attributes or {}) == {
+        "openinference.span.kind": "EVALUATOR",
+        "gen_ai.agent.name": AGENT,
+        "evaluations.0.evaluation.name": "tool_call_accuracy",
+        "evaluations.0.evaluation.score": 1.0,
+        "evaluations.0.evaluation.label": "pass",
+        "evaluations.0.evaluation.explanation": "Called …",
+        "evaluations.1.evaluation.name": "tool_call_accuracy",
+        "evaluations.1.evaluation.label": "skipped",
+        "evaluations.1.evaluation.explanation": "No expe…",
+        "evaluations.2.evaluation.name": "tool_result_verification",
+        "evaluations.2.evaluation.label": "error",
+        "evaluations.2.evaluation.explanation": "Scorer …",
+    }
+
+
+def test_evaluation_span_error_score_has_error_type(
+    make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
+) -> None:
+    span = make_emitter().evaluation_span(trajectory, [ERROR], agent_span)
+    assert span is not None
+    attributes = dict(span.attributes or {})
+    assert attributes["error.type"] == "RuntimeError"
+    assert "gen_ai.evaluation.score.value" not in attributes
+    assert span.status.status_code is StatusCode.UNSET
+
+
+def test_evaluation_span_goes_through_a_real_exporter_and_encoder(
+    make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
+) -> None:
+    span = make_emitter().evaluation_span(trajectory, [ACCURACY, VALIDATION], agent_span)
+    assert span is not None
+    exporter = InMemorySpanExporter()
+    SimpleSpanProcessor(exporter).on_end(span)
+    assert exporter.get_finished_spans() == (span,)
+    request = encode_spans([span])
+    (encoded,) = request.resource_spans[0].scope_spans[0].spans
+    assert agent_span.context is not None
+    assert encoded.parent_span_id == agent_span.context.span_id.to_bytes(8, "big")
+    assert request.resource_spans[0].scope_spans[0].scope.name == "otel_toolscore"
+    assert encoded.links[0].span_id == encoded.parent_span_id
+
+
+def test_evaluation_span_switch_and_empty(
+    make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
+) -> None:
+    assert make_emitter(evaluation_spans=False).evaluation_span(
+        trajectory, [ACCURACY], agent_span
+    ) is None
+    assert make_emitter().evaluation_span(trajectory, [], agent_span) is None
+
+
+def test_each_evaluation_span_gets_a_new_id(
+    make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
+) -> None:
+    emitter = make_emitter()
+    ids = {emitter.evaluation_span(trajectory, [ACCURACY], agent_span).context.span_id
+           for _ in range(20)}  # fmt: skip
+    assert len(ids) == 20
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+def test_events_one_per_score_parented_to_the_run_span(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    make_emitter().emit_events(trajectory, [ACCURACY, SKIPPED, ERROR])
+    records = log_exporter.get_finished_logs()
+    assert len(records) == 3
+    for record in records:
+        assert record.log_record.event_name == "gen_ai.evaluation.result"
+        assert format(record.log_record.trace_id, "032x") == trajectory.trace_id
+        assert format(record.log_record.span_id, "016x") == trajectory.span_id
+        assert record.instrumentation_scope is not None
+        assert record.instrumentation_scope.name == "otel_toolscore"
+    accuracy, skipped, error = records
+    assert attrs(accuracy) == {
+        "gen_ai.evaluation.name": "tool_call_accuracy",
+        "gen_ai.evaluation.score.value": 1.0,
+        "gen_ai.evaluation.score.label": "pass",
+        "gen_ai.evaluation.explanation": "Called get_weather.",
+        "gen_ai.agent.name": AGENT,
+    }
+    assert accuracy.log_record.severity_number is SeverityNumber.INFO
+    assert attrs(skipped) == {
+        "gen_ai.evaluation.name": "tool_call_accuracy",
+        "gen_ai.evaluation.score.label": "skipped",
+        "gen_ai.evaluation.explanation": "No expected tool for this run.",
+        "gen_ai.agent.name": AGENT,
+    }
+    assert attrs(error) == {
+        "gen_ai.evaluation.name": "tool_result_verification",
+        "gen_ai.evaluation.score.label": "error",
+        "gen_ai.evaluation.explanation": "Scorer tool_result_verification failed: boom",
+        "error.type": "RuntimeError",
+        "gen_ai.agent.name": AGENT,
+    }
+    assert error.log_record.severity_number is SeverityNumber.WARN
+
+
+def test_per_call_events_parented_to_tool_spans(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    make_emitter().emit_events(trajectory, [VALIDATION])
+    run, call_1, call_2 = log_exporter.get_finished_logs()
+    assert attrs(run)["gen_ai.evaluation.score.value"] == 0.65
+    assert format(call_1.log_record.span_id, "016x") == TOOL_SPAN_1
+    assert format(call_1.log_record.trace_id, "032x") == trajectory.trace_id
+    assert attrs(call_1) == {
+        "gen_ai.evaluation.name": "tool_call_validation",
+        "gen_ai.evaluation.score.value": 1.0,
+        "gen_ai.evaluation.score.label": "pass",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.id": "call_1",
+        "gen_ai.agent.name": AGENT,
+    }
+    # call_2 ran under no span of its own: its result sits on the run span
+    assert format(call_2.log_record.span_id, "016x") == trajectory.span_id
+    assert attrs(call_2) == {
+        "gen_ai.evaluation.name": "tool_call_validation",
+        "gen_ai.evaluation.score.value": 0.3,
+        "gen_ai.evaluation.score.label": "fail",  # a high-severity issue
+        "gen_ai.evaluation.explanation": "missing_required_param: 'to' is required; "
+        "type_mismatch: bad subject",
+        "gen_ai.tool.name": "send_email",
+        "gen_ai.tool.call.id": "call_2",
+        "gen_ai.agent.name": AGENT,
+    }
+    for record in (run, call_1, call_2):
+        assert record.log_record.event_name == "gen_ai.evaluation.result"
+
+
+def test_per_call_matching_by_index_when_ids_are_missing(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    no_ids = trajectory.model_copy(
+        update={"steps": [ToolCall(name="get_weather", span_id=TOOL_SPAN_1),
+                          ToolCall(name="send_email", span_id="00000000000000b2")]}
+    )  # fmt: skip
+    score = Score(
+        name="tool_result_verification",
+        value=0.5,
+        label="fail",
+        details={"tool_calls": [
+            {"tool_call_id": None, "name": "get_weather", "score": 0.8,
+             "issues": [{"type": "missing_result", "severity": "medium"}]},
+            {"tool_call_id": None, "name": "other_tool", "score": 0.2, "issues": []},
+            {"tool_call_id": None, "name": "x", "score": "not a number", "issues": []},
+        ]},
+    )  # fmt: skip
+    make_emitter().emit_events(no_ids, [score])
+    _run, first, second = log_exporter.get_finished_logs()
+    assert format(first.log_record.span_id, "016x") == TOOL_SPAN_1
+    assert attrs(first)["gen_ai.evaluation.score.label"] == "pass"  # medium issue only
+    assert attrs(first)["gen_ai.evaluation.explanation"] == "missing_result"
+    assert "gen_ai.tool.call.id" not in attrs(first)
+    # position 1 holds send_email, the report is about other_tool: not pinned on that span
+    assert format(second.log_record.span_id, "016x") == no_ids.span_id
+    assert attrs(second)["gen_ai.tool.name"] == "other_tool"
+
+
+def test_events_from_a_real_scorer(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    schemas = {
+        "get_weather": {"type": "object"},
+        "send_email": {"type": "object", "required": ["to"]},
+    }
+    with_args = trajectory.model_copy(
+        update={"steps": [
+            ToolCall(id="call_1", name="get_weather", arguments={}, has_result=True,
+                     result="sunny", span_id=TOOL_SPAN_1),
+            ToolCall(id="call_2", name="send_email", arguments={}, has_result=True,
+                     result="ok", span_id="00000000000000b2"),
+        ]}
+    )  # fmt: skip
+    score = ToolCallValidation(schemas=schemas).score(with_args)
+    make_emitter().emit_events(with_args, [score])
+    run, call_1, call_2 = log_exporter.get_finished_logs()
+    assert attrs(run)["gen_ai.evaluation.score.value"] == score.value
+    assert format(call_1.log_record.span_id, "016x") == TOOL_SPAN_1
+    assert format(call_2.log_record.span_id, "016x") == "00000000000000b2"
+    assert attrs(call_2)["gen_ai.tool.call.id"] == "call_2"
+    assert attrs(call_2)["gen_ai.evaluation.score.label"] == "fail"
+    assert "missing_required_param" in attrs(call_2)["gen_ai.evaluation.explanation"]
+
+
+def test_events_encode_as_otlp(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    make_emitter().emit_events(trajectory, [VALIDATION])
+    request = encode_logs(log_exporter.get_finished_logs())
+    encoded = request.resource_logs[0].scope_logs[0].log_records
+    assert [r.event_name for r in encoded] == ["gen_ai.evaluation.result"] * 3
+    assert encoded[1].span_id == bytes.fromhex(TOOL_SPAN_1)
+    assert encoded[0].trace_id == bytes.fromhex(trajectory.trace_id)
+
+
+def test_event_explanations_are_truncated(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    make_emitter(explanation_max_chars=12).emit_events(trajectory, [VALIDATION])
+    run, _, call_2 = log_exporter.get_finished_logs()
+    assert attrs(run)["gen_ai.evaluation.explanation"] == EXPLANATION[:11] + "…"
+    assert len(attrs(call_2)["gen_ai.evaluation.explanation"]) == 12
+
+
+def test_events_switch(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    make_emitter(events=False).emit_events(trajectory, [ACCURACY, VALIDATION])
+    assert log_exporter.get_finished_logs() == ()
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def test_score_histogram(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    emitter = make_emitter()
+    emitter.record_metrics(trajectory, [ACCURACY, VALIDATION, SKIPPED, ERROR])
+    emitter.record_metrics(trajectory, [VALIDATION.model_copy(update={"value": 0.15})])
+    metric = metrics(reader)["gen_ai.evaluation.score"]
+    assert metric.unit == "1"
+    by_attrs = points(reader, "gen_ai.evaluation.score")
+    assert set(by_attrs) == {
+        frozenset({("gen_ai.evaluation.name", "tool_call_accuracy"),
+                   ("gen_ai.evaluation.score.label", "pass"),
+                   ("gen_ai.agent.name", AGENT)}),
+        frozenset({("gen_ai.evaluation.name", "tool_call_validation"),
+                   ("gen_ai.evaluation.score.label", "fail"),
+                   ("gen_ai.agent.name", AGENT)}),
+    }  # fmt: skip
+    fail = ("gen_ai.evaluation.score.label", "fail")
+    validation = next(p for k, p in by_attrs.items() if fail in k)
+    assert isinstance(validation, HistogramDataPoint)
+    assert tuple(validation.explicit_bounds) == SCORE_BUCKETS
+    assert SCORE_BUCKETS == (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    assert validation.count == 2 and validation.sum == pytest.approx(0.8)
+    # 0.15 in (0.1, 0.2], 0.65 in (0.6, 0.7]
+    assert list(validation.bucket_counts) == [0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+
+
+def test_evaluations_counter_by_outcome(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    emitter = make_emitter()
+    emitter.record_metrics(trajectory, [ACCURACY, VALIDATION, SKIPPED, ERROR])
+    emitter.count_evaluation("tool_call_validation", "dropped")
+    counts = {
+        tuple(sorted(k)): p.value for k, p in points(reader, "toolscore.evaluations").items()
+    }
+    name, outcome = "gen_ai.evaluation.name", "outcome"
+    assert counts == {
+        ((name, "tool_call_accuracy"), (outcome, "scored")): 1,
+        ((name, "tool_call_accuracy"), (outcome, "skipped")): 1,
+        ((name, "tool_call_validation"), (outcome, "scored")): 1,
+        ((name, "tool_call_validation"), (outcome, "dropped")): 1,
+        ((name, "tool_result_verification"), (outcome, "error")): 1,
+    }
+
+
+def test_issue_counter(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    make_emitter().record_metrics(trajectory, [VALIDATION, VALIDATION])
+    issues = points(reader, "toolscore.tool_call.issues")
+    counts = {frozenset(k): p.value for k, p in issues.items()}
+    base = {("gen_ai.evaluation.name", "tool_call_validation"), ("gen_ai.tool.name", "send_email")}
+    assert counts == {
+        frozenset(base | {("issue.type", "missing_required_param"), ("issue.severity", "high")}): 2,
+        frozenset(base | {("issue.type", "type_mismatch"), ("issue.severity", "medium")}): 2,
+    }
+
+
+def test_metric_attributes_carry_no_content(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    emitter = make_emitter()
+    emitter.record_metrics(trajectory, [ACCURACY, VALIDATION, SKIPPED, ERROR])
+    emitter.count_evicted("ttl")
+    emitter.record_judge(1.5, 0.002, "gpt-4o-mini")
+    allowed = {"gen_ai.evaluation.name", "gen_ai.evaluation.score.label", "gen_ai.agent.name",
+               "issue.type", "issue.severity", "gen_ai.tool.name", "outcome", "reason",
+               "gen_ai.request.model"}  # fmt: skip
+    forbidden_values = {
+        trajectory.trace_id, trajectory.span_id, TOOL_SPAN_1, "call_1", "call_2",
+        trajectory.input, EXPLANATION, ACCURACY.explanation, SKIPPED.explanation,
+        ERROR.explanation, "'to' is required",
+    }  # fmt: skip
+    seen = 0
+    for metric in metrics(reader).values():
+        for point in metric.data.data_points:
+            attributes = dict(point.attributes or {})
+            assert set(attributes) <= allowed, metric.name
+            assert not forbidden_values & set(attributes.values()), metric.name
+            seen += 1
+    assert seen >= 8
+
+
+def test_invented_tool_names_are_bounded(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr("otel_toolscore.emit.MAX_TOOL_NAMES", 2)
+    issue = [{"type": "tool_not_found", "severity": "critical"}]
+    score = Score(name="tool_call_validation", value=0.0, label="fail", details={"tool_calls": [
+        {"name": f"made_up_{i}", "score": 0.0, "issues": issue} for i in range(5)
+    ]})  # fmt: skip
+    make_emitter().record_metrics(trajectory, [score])
+    tools = [dict(k)["gen_ai.tool.name"] for k in points(reader, "toolscore.tool_call.issues")]
+    assert sorted(tools) == ["_other", "made_up_0", "made_up_1"]
+
+
+def test_pipeline_health_metrics(
+    make_emitter: Any, reader: InMemoryMetricReader, meter_provider: MeterProvider
+) -> None:
+    emitter = make_emitter()
+    emitter.count_evicted("max_pending_traces", 3)
+    emitter.count_evicted("ttl")
+    emitter.count_evicted("ttl", 0)  # nothing evicted: no-op
+    emitter.observe_pending(lambda: 4)
+    # a second processor on the same provider: the gauge reports both
+    other = Emitter(ToolScoreSettings(), meter_provider=meter_provider)
+    other.observe_pending(lambda: 3)
+    emitter.record_judge(0.75, 0.0125, "gpt-4o-mini")
+    emitter.record_judge(1.25, None, "gpt-4o-mini")
+
+    evictions = points(reader, "toolscore.traces.evicted")
+    evicted = {dict(k)["reason"]: p.value for k, p in evictions.items()}
+    assert evicted == {"max_pending_traces": 3, "ttl": 1}
+    (pending,) = points(reader, "toolscore.traces.pending").values()
+    assert pending.value == 7
+    duration = metrics(reader)["toolscore.judge.duration"]
+    assert duration.unit == "s"
+    (point,) = duration.data.data_points
+    assert dict(point.attributes) == {"gen_ai.request.model": "gpt-4o-mini"}
+    assert point.count == 2 and point.sum == pytest.approx(2.0)
+    cost = metrics(reader)["toolscore.judge.cost"]
+    assert cost.unit == "USD"
+    (point,) = cost.data.data_points
+    assert point.value == pytest.approx(0.0125)
+
+
+class _Pending:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def count(self) -> int:
+        return self.n
+
+
+def test_pending_gauge_forgets_discarded_owners(
+    make_emitter: Any, reader: InMemoryMetricReader
+) -> None:
+    emitter = make_emitter()
+    kept, dropped = _Pending(2), _Pending(5)
+    emitter.observe_pending(kept.count)
+    emitter.observe_pending(dropped.count)
+    (point,) = points(reader, "toolscore.traces.pending").values()
+    assert point.value == 7
+    del dropped
+    gc.collect()
+    (point,) = points(reader, "toolscore.traces.pending").values()
+    assert point.value == 2
+
+
+def test_failing_pending_callback_does_not_hide_others(
+    make_emitter: Any, reader: InMemoryMetricReader
+) -> None:
+    emitter = make_emitter()
+    emitter.observe_pending(lambda: 1 // 0)
+    emitter.observe_pending(lambda: 6)
+    (point,) = points(reader, "toolscore.traces.pending").values()
+    assert point.value == 6
+
+
+def test_metrics_switch(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    emitter = make_emitter(metrics=False)
+    emitter.record_metrics(trajectory, [ACCURACY, VALIDATION])
+    emitter.count_evaluation("x", "dropped")
+    emitter.count_evicted("ttl")
+    emitter.observe_pending(lambda: 1)
+    emitter.record_judge(1.0, 1.0, "m")
+    assert metrics(reader) == {}
+
+
+# --- never raise ------------------------------------------------------------------------------
+
+
+class _BrokenLogger:
+    def emit(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("exporter down")
+
+
+class _BrokenLoggerProvider:
+    def get_logger(self, *args: Any, **kwargs: Any) -> _BrokenLogger:
+        return _BrokenLogger()
+
+
+def emit_errors(reader: InMemoryMetricReader) -> dict[str, int]:
+    found = metrics(reader).get("toolscore.emit.errors")
+    if found is None:
+        return {}
+    return {dict(p.attributes)["output"]: p.value for p in found.data.data_points}
+
+
+def test_broken_logger_is_counted_not_raised(
+    meter_provider: MeterProvider, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    emitter = Emitter(
+        ToolScoreSettings(),
+        meter_provider=meter_provider,
+        logger_provider=_BrokenLoggerProvider(),  # type: ignore[arg-type]
+    )
+    emitter.emit_events(trajectory, [ACCURACY, VALIDATION])
+    assert emit_errors(reader) == {"events": 2}  # one per score: the second still tried
+
+
+def test_bad_trajectory_ids_are_counted_not_raised(
+    make_emitter: Any, reader: InMemoryMetricReader, log_exporter: InMemoryLogRecordExporter
+) -> None:
+    bad = Trajectory(trace_id="not-hex", span_id="zz", agent_name=AGENT)
+    make_emitter().emit_events(bad, [ACCURACY])
+    assert log_exporter.get_finished_logs() == ()
+    assert emit_errors(reader) == {"events": 1}
+
+
+def test_broken_instrument_is_counted_not_raised(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory, monkeypatch: Any
+) -> None:
+    emitter = make_emitter()
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(emitter._score_histogram, "record", boom)
+    monkeypatch.setattr(emitter._judge_duration, "record", boom)
+    emitter.record_metrics(trajectory, [ACCURACY, SKIPPED])
+    emitter.record_judge(1.0, None, "m")
+    assert emit_errors(reader) == {"metrics": 2}
+    # the skipped score was still counted
+    outcomes = {dict(k)["outcome"] for k in points(reader, "toolscore.evaluations")}
+    assert outcomes == {"scored", "skipped"}
+
+
+def test_odd_details_and_spans_do_not_raise(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory,
+    log_exporter: InMemoryLogRecordExporter,
+) -> None:  # fmt: skip
+    emitter = make_emitter()
+    odd = Score(name="odd", value=0.5, details={"tool_calls": ["x", {"score": True}, None]})
+    odd2 = Score(name="odd2", value=0.5, details={"tool_calls": {"not": "a list"}})
+    emitter.record_metrics(trajectory, [odd, odd2])
+    emitter.emit_events(trajectory, [odd, odd2])
+    assert len(log_exporter.get_finished_logs()) == 2  # run-level only
+    unborn = ReadableSpan(name="no context")
+    assert emitter.evaluation_span(trajectory, [ACCURACY], unborn) is None
+    assert emit_errors(reader) == {}
+
+
+def test_uses_global_providers_by_default(monkeypatch: Any, reader: InMemoryMetricReader) -> None:
+    provider = MeterProvider(metric_readers=[reader])
+    monkeypatch.setattr("otel_toolscore.emit.get_meter_provider", lambda: provider)
+    exporter = InMemoryLogRecordExporter()
+    logs = LoggerProvider()
+    logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    monkeypatch.setattr("otel_toolscore.emit.get_logger_provider", lambda: logs)
+    emitter = Emitter(ToolScoreSettings())
+    emitter.count_evaluation("x", "dropped")
+    emitter.emit_events(
+        Trajectory(trace_id="1" * 32, span_id="2" * 16), [ACCURACY]
+    )
+    assert "toolscore.evaluations" in metrics(reader)
+    assert len(exporter.get_finished_logs()) == 1
+    provider.shutdown()
+    logs.shutdown()
+
+
+class _RefusingProvider:
+    def get_meter(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no meter")
+
+    def get_logger(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no logger")
+
+
+def test_refusing_providers_turn_outputs_off(trajectory: Trajectory) -> None:
+    emitter = Emitter(
+        ToolScoreSettings(),
+        meter_provider=_RefusingProvider(),  # type: ignore[arg-type]
+        logger_provider=_RefusingProvider(),  # type: ignore[arg-type]
+    )
+    emitter.record_metrics(trajectory, [ACCURACY])
+    emitter.emit_events(trajectory, [ACCURACY])
+    emitter.observe_pending(lambda: 1)
+    assert emitter.span_attributes([ACCURACY])["toolscore.tool_call_accuracy.score"] == 1.0
