@@ -193,23 +193,34 @@ class _DecodedSpan(ReadableSpan):
         return self._n_dropped_links
 
     def with_more_events(self, extra: Iterable[Event]) -> _DecodedSpan:
-        return _DecodedSpan(
-            name=self.name,
-            context=self._context,
-            parent=self._parent,
-            resource=self._resource,
-            attributes=self._attributes,
-            events=(*self._events, *extra),
-            links=self._links,
-            kind=self._kind,
-            status=self._status,
-            start_time=self._start_time,
-            end_time=self._end_time,
-            instrumentation_scope=self._instrumentation_scope,
-            dropped_attributes=self._n_dropped_attributes,
-            dropped_events=self._n_dropped_events,
-            dropped_links=self._n_dropped_links,
-        )
+        return copy_span(self, events=(*self.events, *extra))
+
+
+def copy_span(
+    span: ReadableSpan,
+    *,
+    attributes: Attributes | None = None,
+    events: Sequence[Event] | None = None,
+) -> _DecodedSpan:
+    """An ended span with other attributes or events, keeping everything else, dropped counts
+    included (ended SDK spans are immutable, so changing one means copying it)."""
+    return _DecodedSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=span.attributes if attributes is None else attributes,
+        events=span.events if events is None else events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+        dropped_attributes=span.dropped_attributes,
+        dropped_events=span.dropped_events,
+        dropped_links=span.dropped_links,
+    )
 
 
 # --- values ------------------------------------------------------------------------------------
@@ -290,20 +301,25 @@ def _json_bool(raw: Any) -> bool:
 
 
 def _json_int(raw: Any) -> int:
+    return _json_integer(raw, "intValue", _INT64_MIN, _INT64_MAX, "out of the int64 range")
+
+
+def _json_integer(raw: Any, what: str, lo: int, hi: int, out_of_range: str) -> int:
+    """proto3 JSON writes 64-bit integers as strings; some senders write numbers."""
     kind = type(raw)
     if kind is str:
         try:
             value = int(raw)
         except ValueError:
-            raise _Bad(f"intValue {raw[:40]!r} is not an integer") from None
+            raise _Bad(f"{what} {raw[:40]!r} is not an integer") from None
     elif kind is int:
         value = raw
     elif kind is float and raw.is_integer():
         value = int(raw)
     else:
-        raise _Bad(f"intValue is {_tname(raw)}")
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise _Bad("intValue is out of the int64 range")
+        raise _Bad(f"{what} is {_tname(raw)}")
+    if not lo <= value <= hi:
+        raise _Bad(f"{what} {value} is {out_of_range}")
     return value
 
 
@@ -416,22 +432,8 @@ def _pb_any(value: AnyValue) -> Any:
 
 
 def _json_uint(raw: Any, what: str) -> int:
-    """A uint64/uint32 field: proto3 JSON writes 64-bit integers as strings, some senders as numbers."""
-    kind = type(raw)
-    if kind is str:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise _Bad(f"{what} {raw[:40]!r} is not an integer") from None
-    elif kind is int:
-        value = raw
-    elif kind is float and raw.is_integer():
-        value = int(raw)
-    else:
-        raise _Bad(f"{what} is {_tname(raw)}")
-    if not 0 <= value < _UINT64_LIMIT:
-        raise _Bad(f"{what} {value} is out of range")
-    return value
+    """A uint64/uint32 field (times, counts, flags)."""
+    return _json_integer(raw, what, 0, _UINT64_LIMIT - 1, "out of range")
 
 
 def _parse_id(raw: Any, size: int) -> int:

@@ -33,6 +33,7 @@ from otel_toolscore.config import ToolScoreSettings, load_settings
 from otel_toolscore.conventions import classify
 from otel_toolscore.emit import Emitter
 from otel_toolscore.engine import Engine, RunResult
+from otel_toolscore.otlp import copy_span
 from otel_toolscore.scorers.base import Scorer
 
 logger = logging.getLogger(__name__)
@@ -68,22 +69,7 @@ class _Ready:
 
 def with_attributes(span: ReadableSpan, extra: dict[str, AttributeValue]) -> ReadableSpan:
     """A copy of an ended span with more attributes (ended SDK spans are immutable)."""
-    attrs = dict(span.attributes or {})
-    attrs.update(extra)
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attrs,
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return copy_span(span, attributes={**(span.attributes or {}), **extra})
 
 
 class ToolScoreSpanProcessor(SpanProcessor):
