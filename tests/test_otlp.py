@@ -635,7 +635,7 @@ def test_wrong_types_are_skipped_with_problems() -> None:
         "attribute 'bad_type' has an unsupported value (stringValue is a number)",
         "attribute 'unknown' has an unsupported value (unknown value field 'fancyValue')",
         "attribute 'bool_as_int'",
-        "attribute 'huge' has an unsupported value (intValue is out of the int64 range)",
+        "attribute 'huge' has an unsupported value (intValue 1180591620717411303424 is out of the int64 range)",
         "attribute 'not_object'",
         "attribute entry without a string key",
         "attribute 'bad_array'",
