@@ -58,6 +58,8 @@ class _TraceBuffer:
     genai: bool = False
     root_ended: bool = False
     grace_deadline: float | None = None
+    last_seen: float = 0.0  # quiet mode: when the trace's latest span arrived
+    quiet_scheduled: bool = False
 
 
 @dataclass
@@ -79,10 +81,17 @@ class ToolScoreSpanProcessor(SpanProcessor):
         scorers: Sequence[Scorer | str] | None = None,
         *,
         settings: ToolScoreSettings | None = None,
+        completion: str = "open_spans",
         meter_provider: Any = None,
         logger_provider: Any = None,
         **overrides: Any,
     ) -> None:
+        if completion not in ("open_spans", "quiet"):
+            raise ValueError(f"completion must be 'open_spans' or 'quiet', not {completion!r}")
+        # open_spans: in process, on_start is seen and open spans are counted. quiet: spans
+        # arrive ended (sidecar, replayed files); a trace is complete when its root has arrived
+        # and no span came for decision_wait.
+        self._quiet = completion == "quiet"
         self._downstream = downstream
         self.settings = settings if settings is not None else load_settings(**overrides)
         self._emitter = Emitter(self.settings, meter_provider=meter_provider, logger_provider=logger_provider)
@@ -125,10 +134,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 if not self._shutdown:
                     buf = self._pending.get(trace_id)
                     if buf is None:
-                        if len(self._pending) >= self.settings.max_pending_traces:
-                            _, evicted = self._pending.popitem(last=False)
-                        buf = _TraceBuffer(created=time.monotonic())
-                        self._pending[trace_id] = buf
+                        buf, evicted = self._new_buffer(trace_id, time.monotonic())
                     buf.open += 1
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             logger.debug("otel-toolscore on_start failed", exc_info=True)
@@ -151,6 +157,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
             now = time.monotonic()
             with self._lock:
                 buf = self._pending.get(ctx.trace_id) if not self._shutdown else None
+                if buf is None and self._quiet and not self._shutdown:
+                    buf, evicted = self._new_buffer(ctx.trace_id, now)
                 if buf is not None:
                     buf.open = max(0, buf.open - 1)
                     if len(buf.spans) >= self.settings.max_spans_per_trace:
@@ -164,10 +172,13 @@ class ToolScoreSpanProcessor(SpanProcessor):
                             buf.held.append(held)
                             hold = True
                             self._schedule(held.deadline, "hold", held)
-                            if buf.grace_deadline is None:
+                            if buf.grace_deadline is None and not self._quiet:
                                 buf.grace_deadline = now + self.settings.completion_grace
                                 self._schedule(buf.grace_deadline, "grace", ctx.trace_id)
-                        ready = self._check_complete(ctx.trace_id, buf, span)
+                        if self._quiet:
+                            self._note_quiet(ctx.trace_id, buf, span, now)
+                        else:
+                            ready = self._check_complete(ctx.trace_id, buf, span)
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             # A span already held sits in its buffer with a deadline: the timer releases it.
             logger.debug("otel-toolscore on_end failed", exc_info=True)
@@ -177,6 +188,25 @@ class ToolScoreSpanProcessor(SpanProcessor):
             self._evict(evicted, "max_spans_per_trace")
         if ready is not None:
             self._submit(ready)
+
+    def _new_buffer(self, trace_id: int, now: float) -> tuple[_TraceBuffer, _TraceBuffer | None]:
+        """Under the lock: a buffer for a new trace, evicting the oldest when at the cap."""
+        evicted = None
+        if len(self._pending) >= self.settings.max_pending_traces:
+            _, evicted = self._pending.popitem(last=False)
+        buf = _TraceBuffer(created=now)
+        self._pending[trace_id] = buf
+        return buf, evicted
+
+    def _note_quiet(self, trace_id: int, buf: _TraceBuffer, ended: ReadableSpan, now: float) -> None:
+        """Under the lock (quiet mode): remember activity; one timer entry per trace at a time."""
+        parent = ended.parent
+        if parent is None or parent.is_remote:
+            buf.root_ended = True
+        buf.last_seen = now
+        if not buf.quiet_scheduled:
+            buf.quiet_scheduled = True
+            self._schedule(now + self.settings.decision_wait, "quiet", trace_id)
 
     def _check_complete(self, trace_id: int, buf: _TraceBuffer, ended: ReadableSpan) -> _Ready | None:
         """Under the lock: is this trace ready for scoring now?
@@ -258,11 +288,15 @@ class ToolScoreSpanProcessor(SpanProcessor):
                     expired.append(self._pending.pop(tid))
                 ready = []
                 for what, payload in due:
-                    if what == "grace":
+                    if what == "grace" and not self._quiet:
                         buf = self._pending.get(payload)
                         if buf is not None and buf.held:
                             del self._pending[payload]
                             ready.append(_Ready(payload, buf.spans, buf.held))
+                    elif what == "quiet":
+                        r = self._quiet_due(payload, now)
+                        if r is not None:
+                            ready.append(r)
                 if not due and not expired:
                     timeout = (self._deadlines[0][0] - now) if self._deadlines else min(ttl, 1.0)
                     self._timer_wakeup.wait(timeout=min(max(timeout, 0.0), 1.0))
@@ -274,6 +308,21 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 self._evict(buf, "trace_ttl")
             for r in ready:
                 self._submit(r)
+
+    def _quiet_due(self, trace_id: int, now: float) -> _Ready | None:
+        """Under the lock: a quiet-mode trace's timer fired."""
+        buf = self._pending.get(trace_id)
+        if buf is None:
+            return None
+        quiet_until = buf.last_seen + self.settings.decision_wait
+        if now < quiet_until or not buf.root_ended:
+            # Spans still arriving, or the root has not: look again later (TTL bounds the wait).
+            self._schedule(max(quiet_until, now + self.settings.decision_wait / 4), "quiet", trace_id)
+            return None
+        del self._pending[trace_id]
+        if buf.held or buf.genai:
+            return _Ready(trace_id, buf.spans, buf.held)
+        return None
 
     # --- worker thread: scoring ----------------------------------------------------------------
 
@@ -317,7 +366,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
     def _drain_pending(self) -> list[_Ready]:
         """Under the lock: every trace whose agent span has ended is complete now."""
         ready = []
-        for tid in [t for t, b in self._pending.items() if b.held]:
+        for tid in [t for t, b in self._pending.items() if b.held or (b.genai and b.root_ended)]:
             buf = self._pending.pop(tid)
             ready.append(_Ready(tid, buf.spans, buf.held))
         return ready

@@ -483,3 +483,40 @@ class TimedDownstream(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         with self._lock:
             self.seen.append((span, time.monotonic()))
+
+
+@pytest.mark.parametrize("path", FIXTURES[::7], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_quiet_mode_scores_spans_that_arrive_already_ended(path: Path) -> None:
+    """The sidecar path: no on_start; complete = root arrived and decision_wait of quiet."""
+    spans = read_otlp_json(path)
+    p = Pipeline(decision_wait=0.1, hold_timeout=5)
+    quiet = ToolScoreSpanProcessor(p.downstream, completion="quiet", meter_provider=p.meter_provider,
+                                   logger_provider=p.logger_provider, decision_wait=0.1, hold_timeout=5)
+    for span in sorted(spans, key=lambda s: s.end_time or 0):
+        quiet.on_end(span)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(p.exported()) <= len(spans):
+        time.sleep(0.02)
+    out = [s for s in p.exported() if s.instrumentation_scope is None or s.instrumentation_scope.name != "otel_toolscore"]
+    assert _ids(out) == _ids(spans)
+    assert any("toolscore.tool_call_validation.label" in s.attributes for s in out)
+    assert len(p.exported()) > len(spans)  # the evaluation span came without a flush: quiet completion fired
+    quiet.shutdown()
+    p.processor.shutdown()
+
+
+def test_quiet_mode_waits_for_the_root() -> None:
+    p = Pipeline()
+    quiet = ToolScoreSpanProcessor(p.downstream, completion="quiet", meter_provider=p.meter_provider,
+                                   logger_provider=p.logger_provider, decision_wait=0.05, hold_timeout=5)
+    spans = read_otlp_json(FIXTURES[0])
+    root = next(s for s in spans if s.parent is None)
+    for s in spans:
+        if s is not root:
+            quiet.on_end(s)
+    time.sleep(0.3)
+    assert not any(k.startswith("toolscore.") for s in p.exported() for k in s.attributes)
+    quiet.on_end(root)
+    assert quiet.force_flush(5_000)
+    assert any(k.startswith("toolscore.") for s in p.exported() for k in s.attributes)
+    quiet.shutdown()
