@@ -168,6 +168,8 @@ class ToolScoreSettings(BaseSettings):
     decision_wait: PositiveSeconds = 2.0
     #: s that shutdown() waits for scoring in flight before forwarding what is held, unscored
     shutdown_timeout: PositiveSeconds = 5.0
+    #: runs being judged by LLM scorers at once; beyond it a run's LLM scoring is dropped (counted)
+    llm_max_inflight: Size = 256
     explanation_max_chars: Size = 256
     span_attributes: bool = True
     events: bool = True

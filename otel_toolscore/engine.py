@@ -7,7 +7,12 @@ on its worker thread; the sidecar and offline paths can call it the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +24,10 @@ from otel_toolscore.config import ToolScoreSettings, sampled
 from otel_toolscore.emit import Emitter
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers, run_scorers
 from otel_toolscore.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+Forward = Callable[[ReadableSpan], None]
 
 
 @dataclass
@@ -52,7 +61,13 @@ class Engine:
         # LLM-judged scorers run asynchronously after the agent span has left; only code
         # scorers (microseconds) run while it is held.
         self.code_scorers = [s for s in all_scorers if getattr(s, "kind", "code") == "code"]
+        self.llm_scorers = [s for s in all_scorers if getattr(s, "kind", "code") == "llm"]
         self.scorer_names = [str(getattr(s, "name", type(s).__name__)) for s in all_scorers]
+        for s in self.llm_scorers:
+            # Judge latency and cost feed the pipeline-health metrics.
+            if hasattr(s, "on_judge") and getattr(s, "on_judge") is None:
+                s.on_judge = emitter.record_judge
+        self._judges: _JudgeLoop | None = _JudgeLoop(settings.llm_max_inflight) if self.llm_scorers else None
 
     def score(self, spans: Sequence[ReadableSpan]) -> list[RunResult]:
         results = []
@@ -94,6 +109,103 @@ class Engine:
             return None
         return self.emitter.evaluation_span(traj, scores, agent_span)
 
-    def count_dropped(self) -> None:
-        for name in self.scorer_names:
+    def count_dropped(self, names: Sequence[str] | None = None) -> None:
+        for name in names if names is not None else self.scorer_names:
             self.emitter.count_evaluation(name, "dropped")
+
+    # --- LLM scorers: asynchronous, after the agent span has left ----------------------------------
+
+    def judge(self, result: RunResult, run_span: ReadableSpan | None, forward: Forward) -> None:
+        """Start the run's LLM scorers; their scores go out as events, metrics and an evaluation
+        span (handed to ``forward``) when they arrive. Never blocks the caller."""
+        if self._judges is None:
+            return
+        traj = result.trajectory
+        trace_id = int(traj.trace_id, 16)
+        active = [s for s in self.llm_scorers if sampled(trace_id, self._rate(s))]
+        if not active:
+            return
+        if not self._judges.submit(self._judge_run(traj, active, run_span, forward)):
+            self.count_dropped([str(s.name) for s in active])
+
+    async def _judge_run(self, traj: Trajectory, scorers: list[Scorer], run_span: ReadableSpan | None,
+                         forward: Forward) -> None:
+        scores = list(await asyncio.gather(*(_ascore(s, traj) for s in scorers)))
+        evaluation = self.emit(RunResult(traj, scores), run_span)
+        if evaluation is not None:
+            forward(evaluation)
+
+    def wait_judges(self, timeout_s: float) -> bool:
+        return self._judges.wait(timeout_s) if self._judges is not None else True
+
+    def close(self, timeout_s: float) -> None:
+        if self._judges is not None:
+            self._judges.close(timeout_s)
+
+    def reinit_after_fork(self) -> None:
+        # The child has none of the parent's threads: give it its own judge loop.
+        if self.llm_scorers:
+            self._judges = _JudgeLoop(self.settings.llm_max_inflight)
+
+
+async def _ascore(scorer: Scorer, traj: Trajectory) -> Score:
+    """A scorer's async judgement; like ``Scorer.score``, it never raises."""
+    try:
+        result = await scorer.ascore(traj)  # type: ignore[attr-defined]
+        if not isinstance(result, Score):
+            raise TypeError(f"scorer {scorer.name} returned {type(result).__name__}, not Score")
+        return result
+    except Exception as exc:  # noqa: BLE001 - a judge failure is an error score, never a lost run
+        return Score.failed(str(getattr(scorer, "name", type(scorer).__name__)), exc)
+
+
+class _JudgeLoop:
+    """An asyncio loop on its own thread, with a bound on runs in flight."""
+
+    def __init__(self, max_inflight: int) -> None:
+        self._max = max_inflight
+        self._inflight = 0
+        self._lock = threading.Condition()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="otel-toolscore-judges", daemon=True)
+        self._thread.start()
+        self._futures: set[Future[None]] = set()
+
+    def submit(self, coro: Any) -> bool:
+        with self._lock:
+            if self._inflight >= self._max or self._loop.is_closed():
+                coro.close()
+                return False
+            self._inflight += 1
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        with self._lock:
+            self._futures.add(fut)
+        fut.add_done_callback(self._done)
+        return True
+
+    def _done(self, fut: Future[None]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            logger.warning("otel-toolscore judge run failed", exc_info=fut.exception())
+        with self._lock:
+            self._inflight -= 1
+            self._futures.discard(fut)
+            self._lock.notify_all()
+
+    def wait(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self._inflight:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._lock.wait(remaining)
+        return True
+
+    def close(self, timeout_s: float) -> None:
+        self.wait(timeout_s)
+        with self._lock:
+            pending = list(self._futures)
+        for fut in pending:  # a judge that never answers must not keep the app from exiting
+            fut.cancel()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=1.0)

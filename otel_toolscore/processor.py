@@ -115,6 +115,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._busy = 0  # ready items taken by the worker and not yet done
         self._idle = threading.Condition(threading.Lock())
         self._shutdown = False
+        self._closed = False
         self._worker = threading.Thread(target=self._work, name="otel-toolscore-worker", daemon=True)
         self._timer = threading.Thread(target=self._time, name="otel-toolscore-timer", daemon=True)
         self._worker.start()
@@ -123,6 +124,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
     def _at_fork_reinit(self) -> None:
         # The child gets none of the parent's threads; its buffers describe the parent's spans.
         self._init_state()
+        self._engine.reinit_after_fork()
 
     # --- hot path --------------------------------------------------------------------------------
 
@@ -360,6 +362,12 @@ class ToolScoreSpanProcessor(SpanProcessor):
             evaluation = self._engine.emit(result, run_span)
             if evaluation is not None:
                 self._downstream.on_end(evaluation)
+            self._engine.judge(result, run_span, self._forward_evaluation)
+
+    def _forward_evaluation(self, span: ReadableSpan) -> None:
+        # Called from the judge loop's thread; after shutdown the downstream is gone.
+        if not self._closed:
+            self._downstream.on_end(span)
 
     # --- flush and shutdown ----------------------------------------------------------------------
 
@@ -387,6 +395,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         for r in ready:
             self._submit(r)
         done = self._wait_idle(deadline)
+        done = self._engine.wait_judges(max(0.0, deadline - time.monotonic())) and done
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
         return self._downstream.force_flush(remaining_ms) and done
 
@@ -413,4 +422,6 @@ class ToolScoreSpanProcessor(SpanProcessor):
             pass
         self._worker.join(timeout=1.0)
         self._timer.join(timeout=1.0)
+        self._engine.close(self.settings.shutdown_timeout)
+        self._closed = True
         self._downstream.shutdown()

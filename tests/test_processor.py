@@ -520,3 +520,99 @@ def test_quiet_mode_waits_for_the_root() -> None:
     assert quiet.force_flush(5_000)
     assert any(k.startswith("toolscore.") for s in p.exported() for k in s.attributes)
     quiet.shutdown()
+
+
+# --- LLM (async) scorers: after the agent span has left, never holding it ------------------------
+
+
+class AsyncJudge(Scorer):
+    """A test scorer with the LLM scorers' async interface (the real ones talk to litellm)."""
+
+    kind = "llm"
+
+    def __init__(self, name: str = "judge", delay: float = 0.05, fail: bool = False, hang: bool = False) -> None:
+        self.name = name
+        self.delay, self.fail, self.hang = delay, fail, hang
+        self.calls = 0
+
+    async def ascore(self, trajectory: Any) -> Score:
+        import asyncio
+
+        self.calls += 1
+        if self.hang:
+            await asyncio.Event().wait()
+        await asyncio.sleep(self.delay)
+        if self.fail:
+            raise ConnectionError("judge down")
+        return Score(name=self.name, value=0.75, label="good", explanation=f"{len(trajectory.tool_calls)} calls")
+
+    def _score(self, trajectory: Any) -> Score:  # pragma: no cover - the engine uses ascore
+        raise AssertionError("sync path not used by the processor")
+
+
+def test_llm_scores_arrive_after_the_agent_span_as_events_and_an_evaluation_span() -> None:
+    judge = AsyncJudge(delay=0.3)
+    p = Pipeline(scorers=["tool_call_validation", judge])
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    _agent_run(provider.get_tracer("app"))
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 5 and not any(s.name.startswith("invoke_agent") for s in p.exported()):
+        time.sleep(0.01)
+    agent = next(s for s in p.exported() if s.name.startswith("invoke_agent"))
+    assert "toolscore.tool_call_validation.label" in agent.attributes
+    assert "toolscore.judge.label" not in agent.attributes  # the span did not wait for the judge
+    assert p.processor.force_flush(5_000)  # waits for judges in flight
+    evals = [s for s in p.exported() if s.name == "evaluation judge"]
+    assert len(evals) == 1 and evals[0].parent.span_id == agent.context.span_id
+    records = [r.log_record for r in p.logs.get_finished_logs()]
+    judged = [r for r in records if r.attributes.get("gen_ai.evaluation.name") == "judge"]
+    assert judged and judged[0].attributes["gen_ai.evaluation.score.value"] == 0.75
+    assert judged[0].span_id == agent.context.span_id
+    provider.shutdown()
+
+
+def test_a_failing_judge_is_an_error_evaluation_never_a_zero() -> None:
+    p = Pipeline(scorers=[AsyncJudge(fail=True)])
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    _agent_run(provider.get_tracer("app"))
+    assert p.processor.force_flush(5_000)
+    records = [r.log_record for r in p.logs.get_finished_logs()
+               if r.log_record.attributes.get("gen_ai.evaluation.name") == "judge"]
+    assert records and records[0].attributes.get("error.type")
+    assert "gen_ai.evaluation.score.value" not in records[0].attributes
+    points = [pt for pt in p.metric_points("gen_ai.evaluation.score") if pt.attributes["gen_ai.evaluation.name"] == "judge"]
+    assert points == []
+    provider.shutdown()
+
+
+def test_a_judge_that_never_answers_does_not_hang_shutdown_or_the_app() -> None:
+    judge = AsyncJudge(hang=True)
+    p = Pipeline(scorers=[judge], shutdown_timeout=0.5)
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    tracer = provider.get_tracer("app")
+    for _ in range(3):
+        _agent_run(tracer)
+    assert p.processor.force_flush(500) is False  # judges still in flight
+    assert Counter(s.name for s in p.exported())["invoke_agent weather-bot"] == 3
+    t0 = time.monotonic()
+    provider.shutdown()
+    assert time.monotonic() - t0 < 5
+
+
+def test_llm_inflight_bound_drops_and_counts() -> None:
+    judge = AsyncJudge(hang=True)
+    p = Pipeline(scorers=[judge], llm_max_inflight=2, shutdown_timeout=0.2)
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    tracer = provider.get_tracer("app")
+    for _ in range(5):
+        _agent_run(tracer)
+    p.processor.force_flush(300)
+    dropped = [pt for pt in p.metric_points("toolscore.evaluations")
+               if pt.attributes.get("outcome") == "dropped" and pt.attributes.get("gen_ai.evaluation.name") == "judge"]
+    assert dropped and dropped[0].value == 3
+    assert Counter(s.name for s in p.exported())["invoke_agent weather-bot"] == 5
+    provider.shutdown()
