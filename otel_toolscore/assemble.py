@@ -1,6 +1,6 @@
 """Spans of one trace → one Trajectory per agent run.
 
-Steps: read every span with the conventions (``conventions.read_span``), rebuild the tree,
+Steps: read every span with the conventions (``conventions.read_trace``), rebuild the tree,
 decide which agent-like spans are runs (wrappers collapse into the run they wrap; real
 sub-agents become nested runs), then gather each run's LLM calls, tool calls and retrievals in
 call order. A tool call is seen in up to four places (the model's output, later input history,
@@ -20,7 +20,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_toolscore.conventions import SpanFacts, read_span
+from otel_toolscore.conventions import SpanFacts, read_trace
 from otel_toolscore.conventions.parsing import as_text, result_error
 from otel_toolscore.trajectory import (
     LLMCall,
@@ -180,7 +180,7 @@ def _find_runs(tree: _Tree) -> list[_Run]:
 
 
 def assemble_trace(trace_id: str, spans: Sequence[ReadableSpan]) -> list[Trajectory]:
-    facts = [read_span(s, i) for i, s in enumerate(spans)]
+    facts = read_trace(spans)
     tree = _build_tree(facts)
     runs = _find_runs(tree)
     return [_trajectory(trace_id, tree, run) for run in runs]

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
 
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.otlp import OtlpDecodeError, load_otlp
-from otel_toolscore.report import ScoredRun, json_lines, junit, table
-from otel_toolscore.scorers.base import CODE_SCORERS, ScorerConfigError, build_scorers, run_scorers
+from otel_toolscore.report import ScoredRun, ScoreProgress, json_lines, junit, summary_line, table
+from otel_toolscore.scorers.base import CODE_SCORERS, Score, Scorer, ScorerConfigError, build_scorers, run_scorers
+from otel_toolscore.trajectory import Trajectory
+
+#: the LLM-judged scorers (spelled here so that the CLI's import stays free of the judge module)
+LLM_SCORER_NAMES = ("tool_call_appropriateness", "prompt_alignment", "context_position")
 
 app = typer.Typer(
     add_completion=False,
@@ -29,7 +34,7 @@ class Format(str, Enum):
     junit = "junit"
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     Console(stderr=True).print(f"[red]otel-toolscore:[/] {message}", highlight=False)
     raise typer.Exit(code)
 
@@ -46,13 +51,110 @@ def _load_schemas(path: Path | None) -> dict[str, Any] | None:
     return data
 
 
+def _read_lines(path: Path, what: str) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        _fail(f"{path}: cannot read {what}: {exc.strerror or exc}")
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _load_context(path: Path) -> list[str]:
+    """One context item per line, or a JSON list of strings (items with newlines need JSON)."""
+    lines = _read_lines(path, "context")
+    text = "\n".join(lines)
+    if text.startswith("["):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, list):
+            if not all(isinstance(item, str) for item in data):
+                _fail(f"{path}: the context JSON list must hold strings")
+            return data
+    return lines
+
+
+def _judge_options(
+    names: list[str],
+    model: str | None,
+    api_base: str | None,
+    api_key: str | None,
+    instructions_file: Path | None,
+    context_file: Path | None,
+) -> dict[str, dict[str, Any]]:
+    """Options of the LLM scorers among ``names``: one shared judge client (one concurrency
+    limit and one cache for all of them), plus instructions and context from files."""
+    llm = [n for n in names if n in LLM_SCORER_NAMES]
+    if instructions_file is not None and "prompt_alignment" not in llm:
+        _fail("--instructions-file is used by --scorer prompt_alignment only")
+    if context_file is not None and "context_position" not in llm:
+        _fail("--context-file is used by --scorer context_position only")
+    if not llm:
+        return {}
+    if not model:
+        _fail(f"{', '.join(llm)} need a judge: give --judge-model (a litellm model string)")
+    from pydantic import SecretStr
+
+    from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings
+
+    judge = JudgeClient(JudgeSettings(model=model, api_base=api_base, api_key=SecretStr(api_key) if api_key else None))
+    options: dict[str, dict[str, Any]] = {name: {"judge": judge} for name in llm}
+    if instructions_file is not None:
+        options["prompt_alignment"]["instructions"] = _read_lines(instructions_file, "instructions")
+    if context_file is not None:
+        options["context_position"]["context"] = _load_context(context_file)
+    return options
+
+
+def _score_runs(
+    trajectories: list[Trajectory], scorers: list[Scorer], on_scored: Callable[[int], None] | None = None
+) -> list[list[Score]]:
+    """Scores per run, in scorer order: code scorers inline, LLM scorers of all runs
+    concurrently on one event loop (the judge client bounds the concurrency).
+    ``on_scored(n)`` is told as scores are done (a progress bar)."""
+    llm = [s for s in scorers if getattr(s, "kind", "code") == "llm" and hasattr(s, "ascore")]
+    code = [s for s in scorers if s not in llm]
+    code_scores = []
+    for t in trajectories:
+        code_scores.append(run_scorers(t, code))
+        if on_scored is not None:
+            on_scored(len(code))
+    llm_scores: list[Score] = []
+    if llm and trajectories:
+        import asyncio
+
+        from otel_toolscore.scorers.judge import run_sync
+
+        async def one(s: Any, t: Trajectory) -> Score:
+            result = await s.ascore(t)
+            if on_scored is not None:
+                on_scored(1)
+            return result
+
+        async def everything() -> list[Score]:
+            return list(await asyncio.gather(*(one(s, t) for t in trajectories for s in llm)))
+
+        llm_scores = run_sync(everything())
+    out = []
+    for i, _ in enumerate(trajectories):
+        by_scorer = dict(zip((id(s) for s in code), code_scores[i]))
+        by_scorer.update(zip((id(s) for s in llm), llm_scores[i * len(llm) : (i + 1) * len(llm)]))
+        out.append([by_scorer[id(s)] for s in scorers])
+    return out
+
+
 @app.command()
 def score(
     paths: Annotated[list[str], typer.Argument(help="OTLP/JSON, JSON-lines or protobuf files; '-' reads stdin.")],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
     scorer: Annotated[
         Optional[list[str]],
-        typer.Option("--scorer", "-s", help=f"Scorer to run (repeatable). Default: every code scorer ({', '.join(CODE_SCORERS)})."),
+        typer.Option(
+            "--scorer", "-s",
+            help=f"Scorer to run (repeatable). Default: every code scorer ({', '.join(CODE_SCORERS)}). "
+            f"LLM-judged (need --judge-model): {', '.join(LLM_SCORER_NAMES)}.",
+        ),
     ] = None,
     expected_tool: Annotated[Optional[str], typer.Option(help="Tool the agent should call.")] = None,
     expected_tool_order: Annotated[
@@ -65,35 +167,59 @@ def score(
     fail_under: Annotated[
         Optional[float], typer.Option(help="Exit 1 when any score is below this value (a CI gate).")
     ] = None,
+    judge_model: Annotated[
+        Optional[str], typer.Option(help="litellm model string of the judge, e.g. openai/gpt-4o-mini.")
+    ] = None,
+    judge_api_base: Annotated[Optional[str], typer.Option(help="Base URL of the judge's API.")] = None,
+    judge_api_key: Annotated[
+        Optional[str], typer.Option(help="Judge API key (default: the provider's usual env var, e.g. OPENAI_API_KEY).")
+    ] = None,
+    instructions_file: Annotated[
+        Optional[Path], typer.Option(help="prompt_alignment: instructions, one per line (default: the run's system instructions).")
+    ] = None,
+    context_file: Annotated[
+        Optional[Path], typer.Option(help="context_position: context items, one per line or a JSON list (default: the run's retrieved documents).")
+    ] = None,
 ) -> None:
     """Rebuild every agent run in the given traces and score it."""
     accuracy = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
+    options: dict[str, dict[str, Any]] = {"tool_call_accuracy": accuracy}
     try:
-        scorers = build_scorers(scorer or None, {"tool_call_accuracy": accuracy}, schemas=_load_schemas(tool_schemas))
+        options.update(
+            _judge_options(scorer or [], judge_model, judge_api_base, judge_api_key, instructions_file, context_file)
+        )
+        scorers = build_scorers(scorer or None, options, schemas=_load_schemas(tool_schemas))
     except (ScorerConfigError, TypeError, ValueError) as exc:
         _fail(str(exc))
     runs: list[ScoredRun] = []
     unattached_problems = 0  # input problems of files that produced no run
-    for path in paths:
-        try:
-            batch = load_otlp(path)
-        except OtlpDecodeError as exc:
-            _fail(str(exc))
-        except OSError as exc:
-            _fail(f"{path}: {exc.strerror or exc}")
-        trajectories = build_trajectories(batch.spans)
-        if trajectories:
-            # Decoding problems belong to the file; show them with its first run.
-            trajectories[0].problems[:0] = batch.problems
-        else:
-            unattached_problems += len(batch.problems)
-        for traj in trajectories:
-            runs.append(ScoredRun(source=path, trajectory=traj, scores=run_scorers(traj, scorers)))
-        if not trajectories:
-            Console(stderr=True).print(
-                f"otel-toolscore: {path}: {len(batch.spans)} spans, no agent run found "
-                "(no agent, LLM or tool spans)", highlight=False,
-            )
+    # A bar on stderr when it is a terminal and the work takes a while (LLM judges, big files).
+    with ScoreProgress() as progress:
+        progress.stage("reading", len(paths))
+        for path in paths:
+            try:
+                batch = load_otlp(path)
+            except OtlpDecodeError as exc:
+                _fail(str(exc))
+            except OSError as exc:
+                _fail(f"{path}: {exc.strerror or exc}")
+            trajectories = build_trajectories(batch.spans)
+            if trajectories:
+                # Decoding problems belong to the file; show them with its first run.
+                trajectories[0].problems[:0] = batch.problems
+            else:
+                unattached_problems += len(batch.problems)
+            for traj in trajectories:
+                runs.append(ScoredRun(source=path, trajectory=traj, scores=[]))
+            if not trajectories:
+                Console(stderr=True).print(
+                    f"otel-toolscore: {path}: {len(batch.spans)} spans, no agent run found "
+                    "(no agent, LLM or tool spans)", highlight=False,
+                )
+            progress.advance()
+        progress.stage("scoring", len(runs) * len(scorers))
+        for run, scores in zip(runs, _score_runs([r.trajectory for r in runs], scorers, progress.advance)):
+            run.scores = scores
     problems = unattached_problems + sum(len(r.trajectory.problems) for r in runs)
     if fmt is Format.json:
         json_lines(runs, sys.stdout)
@@ -101,6 +227,8 @@ def score(
         junit(runs, sys.stdout, fail_under)
     else:
         table(runs, Console(), problems=problems)
+    if fmt is not Format.table:  # the table prints its own; beside JSON/XML on stdout, a line for CI logs
+        sys.stderr.write(summary_line(runs, problems, fail_under) + "\n")
     if fail_under is not None and any(s.value is not None and s.value < fail_under for r in runs for s in r.scores):
         raise typer.Exit(1)
 
@@ -108,6 +236,97 @@ def score(
 @app.callback()
 def _root() -> None:
     """otel-toolscore."""
+
+
+@app.command()
+def serve(
+    upstream: Annotated[Optional[str], typer.Option(
+        help="OTLP endpoint for spans, scores, logs and metrics (default: $OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
+    upstream_protocol: Annotated[Optional[str], typer.Option(
+        help="grpc or http/protobuf (default: $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).")] = None,
+    upstream_header: Annotated[Optional[list[str]], typer.Option(
+        help="KEY=VALUE header sent upstream (repeatable; default: $OTEL_EXPORTER_OTLP_HEADERS).")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    grpc_port: Annotated[int, typer.Option(help="OTLP/gRPC port; 0 picks a free one.")] = 4317,
+    http_port: Annotated[int, typer.Option(help="OTLP/HTTP port; 0 picks a free one.")] = 4318,
+    grpc: Annotated[bool, typer.Option("--grpc/--no-grpc", help="Serve OTLP/gRPC.")] = True,
+    http: Annotated[bool, typer.Option("--http/--no-http", help="Serve OTLP/HTTP.")] = True,
+    max_request_bytes: Annotated[int, typer.Option(help="Largest request, compressed or not (413 above).")] = 8 << 20,
+    max_concurrent_requests: Annotated[int, typer.Option(help="Requests/RPCs handled at once.")] = 64,
+    max_queued_spans: Annotated[int, typer.Option(
+        help="Spans waiting for the upstream before requests get 503/UNAVAILABLE.")] = 20_000,
+    auth_token: Annotated[Optional[str], typer.Option(
+        envvar="OTEL_TOOLSCORE_AUTH_TOKEN", help="Require 'Authorization: Bearer TOKEN'.")] = None,
+    forward_signals: Annotated[bool, typer.Option(
+        "--forward-signals/--no-forward-signals", help="Pass OTLP logs and metrics upstream unchanged.")] = True,
+    scorer: Annotated[Optional[list[str]], typer.Option("--scorer", "-s", help="Scorer to run (repeatable).")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="YAML settings file (default: $OTEL_TOOLSCORE_CONFIG).")] = None,
+    decision_wait: Annotated[Optional[float], typer.Option(
+        help="Seconds a trace must be quiet after its root arrived before it is scored.")] = None,
+    hold_timeout: Annotated[Optional[float], typer.Option(
+        help="Longest hold of an agent span, seconds (default: decision wait + 5).")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "warning",
+) -> None:
+    """Receive OTLP from agents in any language, score their runs, forward everything upstream."""
+    import logging
+
+    from otel_toolscore.config import ConfigError
+    from otel_toolscore.server import ServerAddresses, ToolScoreServer
+
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    headers: dict[str, str] = {}
+    for item in upstream_header or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--upstream-header must be KEY=VALUE, not {item!r}")
+        headers[key.strip()] = value.strip()
+    try:
+        server = ToolScoreServer(
+            upstream, upstream_protocol=upstream_protocol, upstream_headers=headers or None, host=host,
+            grpc_port=grpc_port if grpc else None, http_port=http_port if http else None,
+            max_request_bytes=max_request_bytes, max_concurrent_requests=max_concurrent_requests,
+            max_queued_spans=max_queued_spans, auth_token=auth_token, forward_signals=forward_signals,
+            scorers=scorer or None, config_file=config, decision_wait=decision_wait, hold_timeout=hold_timeout,
+        )
+    except ConfigError as exc:
+        _fail(str(exc))
+
+    def started(addresses: ServerAddresses) -> None:
+        if addresses.grpc_endpoint:
+            print(f"otel-toolscore serve: OTLP/gRPC on {addresses.grpc_endpoint}", flush=True)
+        if addresses.http_endpoint:
+            print(f"otel-toolscore serve: OTLP/HTTP on {addresses.http_endpoint}", flush=True)
+        if server.upstream is not None:
+            print(f"otel-toolscore serve: forwarding to {server.upstream.url} ({server.upstream.protocol})", flush=True)
+
+    try:
+        server.serve_forever(on_started=started)
+    except OSError as exc:
+        _fail(str(exc))
+    print(f"otel-toolscore serve: stopped ({server.stats['spans']} spans received)", flush=True)
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where the OTLP/JSON files go.")] = Path("toolscore-demo"),
+    otlp_endpoint: Annotated[
+        Optional[str], typer.Option(help="Send spans, events and metrics over OTLP/HTTP to this base URL instead of files.")
+    ] = None,
+    phoenix: Annotated[bool, typer.Option("--phoenix", help="Start a local Arize Phoenix and send it the traces too.")] = False,
+    instrumentation: Annotated[
+        str, typer.Option(help="auto (openai-v2 when installed, else built-in), openai-v2, openinference or builtin.")
+    ] = "auto",
+    keep_running: Annotated[
+        Optional[bool], typer.Option("--keep-running/--no-keep-running", help="Keep Phoenix up afterwards (default: on a terminal).")
+    ] = None,
+) -> None:
+    """Run an instrumented example agent against a scripted local model, score its runs, show the result."""
+    from otel_toolscore.demo import DemoOptions, run_demo
+
+    options = DemoOptions(out=out, otlp_endpoint=otlp_endpoint, phoenix=phoenix,
+                          instrumentation=instrumentation, keep_running=keep_running)
+    raise typer.Exit(run_demo(options))
 
 
 def main() -> None:

@@ -134,3 +134,96 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
     ET.indent(suite)
     out.write(ET.tostring(suite, encoding="unicode", xml_declaration=True))
     out.write("\n")
+
+
+def summary_line(runs: Sequence[ScoredRun], problems: int = 0, fail_under: float | None = None) -> str:
+    """One line of counts for CI logs (stderr beside JSON lines or JUnit XML on stdout).
+
+    ``failed`` counts what the JUnit report counts as failures: a ``fail`` label, or a value
+    under ``fail_under``; the gate part says how many values are under it (the exit status).
+    """
+    scores = [s for r in runs for s in r.scores]
+    errors = sum(1 for s in scores if s.error)
+    skipped = sum(1 for s in scores if s.value is None and not s.error)
+    failed = sum(1 for s in scores if s.value is not None and not s.error
+                 and (s.label == "fail" or (fail_under is not None and s.value < fail_under)))
+    passed = len(scores) - errors - skipped - failed
+    parts = [
+        f"{len(runs)} runs from {len({r.source for r in runs})} file(s)",
+        f"{len(scores)} scores: {passed} passed, {failed} failed, {skipped} skipped, {errors} errors",
+    ]
+    if fail_under is not None:
+        below = sum(1 for s in scores if s.value is not None and s.value < fail_under)
+        parts.append(f"--fail-under {fail_under:g}: " + (f"{below} below, exit 1" if below else "passed"))
+    if problems:
+        parts.append(f"{problems} input problems")
+    return "otel-toolscore: " + "; ".join(parts)
+
+
+class ScoreProgress:
+    """A transient progress bar on stderr for long inputs.
+
+    On only when the stream is a terminal (never in CI logs or pipes, whatever FORCE_COLOR
+    says), and shown only once the work has taken ``delay`` seconds, so short runs print
+    nothing. ``stage(description, total)`` starts a stage; ``advance(n)`` counts work done.
+    Thread-safe (LLM judges finish on an event loop thread).
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None, delay: float = 0.5) -> None:
+        import os
+        import sys
+        import threading
+
+        stream = stream if stream is not None else sys.stderr
+        if enabled is None:
+            isatty = getattr(stream, "isatty", None)
+            enabled = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+        self.enabled = enabled
+        self._lock = threading.Lock()
+        self._progress: Any = None
+        self._task: Any = None
+        self._timer: threading.Timer | None = None
+        if enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=Console(file=stream, force_terminal=True), transient=True,
+            )
+            self._task = self._progress.add_task("", total=None)
+            self._timer = threading.Timer(delay, self._show)
+            self._timer.daemon = True
+
+    def _show(self) -> None:
+        with self._lock:
+            if self._progress is not None:
+                self._progress.start()
+
+    def __enter__(self) -> ScoreProgress:
+        if self._timer is not None:
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None
+
+    def stage(self, description: str, total: int | None) -> None:
+        with self._lock:
+            if self._progress is not None:
+                self._progress.update(self._task, description=description, total=total, completed=0)
+
+    def advance(self, n: int = 1) -> None:
+        with self._lock:
+            if self._progress is not None:
+                self._progress.advance(self._task, n)

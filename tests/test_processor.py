@@ -611,8 +611,15 @@ def test_llm_inflight_bound_drops_and_counts() -> None:
     for _ in range(5):
         _agent_run(tracer)
     p.processor.force_flush(300)
-    dropped = [pt for pt in p.metric_points("toolscore.evaluations")
-               if pt.attributes.get("outcome") == "dropped" and pt.attributes.get("gen_ai.evaluation.name") == "judge"]
-    assert dropped and dropped[0].value == 3
+
+    def dropped() -> float:
+        points = [pt for pt in p.metric_points("toolscore.evaluations")
+                  if pt.attributes.get("outcome") == "dropped" and pt.attributes.get("gen_ai.evaluation.name") == "judge"]
+        return points[0].value if points else 0
+
+    deadline = time.monotonic() + 10  # the worker may still be reaching the last runs on a loaded machine
+    while dropped() < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert dropped() == 3
     assert Counter(s.name for s in p.exported())["invoke_agent weather-bot"] == 5
     provider.shutdown()

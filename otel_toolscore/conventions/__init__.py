@@ -8,7 +8,7 @@ decisions (a role, a final answer) are not overridden by generic ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
@@ -16,7 +16,7 @@ from opentelemetry.trace import StatusCode
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import frameworks, genai, openinference, openllmetry, vercel_ai
 from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
-from otel_toolscore.conventions.parsing import as_text, result_error
+from otel_toolscore.conventions.parsing import as_text, result_error, shared_memo
 
 Reader = Callable[[ReadableSpan, Attributes, SpanFacts], None]
 
@@ -30,11 +30,19 @@ READERS: tuple[Reader, ...] = (
     genai.read,
 )
 
-__all__ = ["READERS", "SpanFacts", "ToolExecution", "classify", "read_span"]
+__all__ = ["READERS", "SpanFacts", "ToolExecution", "classify", "read_span", "read_trace"]
 
 
 def _hex(value: int, width: int) -> str:
     return format(value, f"0{width}x")
+
+
+def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
+    """``read_span`` for each span of one trace, in order. The readers share what repeats from
+    span to span (chat histories, tool definitions: ``parsing.ReadMemo``), so reading a run is
+    linear in its size; the facts are the ones ``read_span`` gives for each span alone."""
+    with shared_memo():
+        return [read_span(s, i) for i, s in enumerate(spans)]
 
 
 def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:

@@ -97,11 +97,16 @@ def last_assistant_text(messages: list[Message]) -> str | None:
 
 
 def _messages(value: Any, facts: SpanFacts, attr: str) -> list[Message]:
-    ok, parsed = p.try_loads(value)
-    if not ok or not isinstance(parsed, list):
+    # Keyed by attribute: each LLM span's input history extends the previous span's.
+    messages = p.json_list_of(value, attr, _convert_messages)
+    if messages is None:
         facts.problem(f"{attr} is not a JSON list of messages")
         return []
-    return [_repr_tool_calls(m) for m in p.messages_from_list(parsed)]
+    return messages
+
+
+def _convert_messages(items: list[Any]) -> list[Message]:
+    return [_repr_tool_calls(m) for m in p.messages_from_list(items)]
 
 
 def _repr_tool_calls(msg: Message) -> Message:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
 
@@ -76,6 +78,121 @@ def _looks_numeric(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# --- one trace's shared reading memory -----------------------------------------------------
+
+_T = TypeVar("_T")
+#: JSON whitespace (Python's str.strip() removes more, which JSON does not allow between tokens)
+_JSON_WS = " \t\n\r"
+#: earlier lists remembered per attribute: parallel sub-agents interleave a few histories
+_MEMO_LISTS = 8
+
+
+class ReadMemo:
+    """What the readers of one trace's spans share (see ``conventions.read_trace``).
+
+    Chat histories grow by appending: each LLM span's input repeats the previous span's input
+    and adds the new turns. Reading a run span by span would parse and convert that history
+    again for every LLM call (quadratic in the run's length); with the memo only the new tail
+    is parsed and converted. Values repeated verbatim (the tool definitions sent with every
+    request) are converted once. The converted items are shared between spans, never mutated.
+    """
+
+    __slots__ = ("_lists", "_values")
+
+    def __init__(self) -> None:
+        self._lists: dict[str, list[tuple[str, list[Any]]]] = {}
+        self._values: dict[tuple[str, str], Any] = {}
+
+    def value(self, key: str, text: str, convert: Callable[[str], _T]) -> _T:
+        """``convert(text)``, once per distinct text."""
+        k = (key, text)
+        if k not in self._values:
+            self._values[k] = convert(text)
+        return self._values[k]
+
+    def json_list(self, key: str, text: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
+        """``convert(json.loads(text))`` for stripped text that starts with ``[`` and parses to a
+        JSON list, else None; an earlier list of the same key that this one extends is reused.
+
+        ``convert`` must map items one by one, so that ``convert(a + b) == convert(a) +
+        convert(b)``. ``text = earlier[:-1] + "," + more`` parses to ``earlier``'s items followed
+        by those of ``"[" + more`` whenever that parses to a non-empty list (the JSON grammar
+        ends every value before the comma), so the result is the one a full parse gives.
+        """
+        seen = self._lists.setdefault(key, [])
+        best: tuple[str, list[Any]] | None = None
+        for prev in seen:
+            if prev[0] == text:
+                return list(prev[1])
+            if len(prev[0]) < len(text) and (best is None or len(prev[0]) > len(best[0])) \
+                    and text.startswith(prev[0][:-1]):
+                best = prev
+        items: list[Any] | None = None
+        if best is not None:
+            rest = text[len(best[0]) - 1 :].lstrip(_JSON_WS)
+            if rest[:1] == ",":
+                try:
+                    tail = json.loads("[" + rest[1:])
+                except (ValueError, RecursionError):
+                    tail = None
+                if isinstance(tail, list) and tail:
+                    items = best[1] + convert(tail)
+        if items is None:
+            try:
+                parsed = json.loads(text)
+            except (ValueError, RecursionError):
+                return None
+            if not isinstance(parsed, list):
+                return None
+            items = convert(parsed)
+        seen.append((text, items))
+        if len(seen) > _MEMO_LISTS:
+            del seen[0]
+        return list(items)
+
+
+_memo: ContextVar[ReadMemo | None] = ContextVar("otel_toolscore_read_memo", default=None)
+
+
+@contextmanager
+def shared_memo() -> Iterator[ReadMemo]:
+    """Readers called inside share one ``ReadMemo`` (one trace at a time)."""
+    memo = ReadMemo()
+    token = _memo.set(memo)
+    try:
+        yield memo
+    finally:
+        _memo.reset(token)
+
+
+def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
+    """``convert(parsed)`` when the value reads (``try_loads``) as a list, else None.
+
+    Inside ``shared_memo`` a JSON text that extends an earlier one of the same ``key`` is
+    parsed and converted only in its new part (``ReadMemo.json_list``).
+    """
+    memo = _memo.get()
+    if memo is not None and isinstance(value, str):
+        text = value.strip()
+        if text[:1] == "[" and len(text) <= MAX_PARSE_CHARS:
+            items = memo.json_list(key, text, convert)
+            if items is not None:
+                return items
+            # not JSON: try_loads may still read it as a Python repr
+    ok, parsed = try_loads(value)
+    if not ok or not isinstance(parsed, list):
+        return None
+    return convert(parsed)
+
+
+def memoized(key: str, value: Any, convert: Callable[[Any], _T]) -> _T:
+    """``convert(value)``; inside ``shared_memo``, once per distinct string value."""
+    memo = _memo.get()
+    if memo is None or not isinstance(value, str):
+        return convert(value)
+    return memo.value(key, value, convert)
 
 
 def parse_json_list(value: Any) -> list[Any]:
@@ -424,6 +541,12 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
 
 
 def tool_definitions_from(value: Any) -> list[ToolDefinition]:
+    """Tool definitions from an attribute value; inside ``shared_memo`` a value repeated on
+    several spans (every request sends the same tools) is read once."""
+    return list(memoized("tool_definitions", value, _tool_definitions_from))
+
+
+def _tool_definitions_from(value: Any) -> list[ToolDefinition]:
     out = []
     for item in parse_json_list(value):
         d = tool_definition_from(item)

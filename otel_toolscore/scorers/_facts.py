@@ -279,26 +279,40 @@ def _number(match: re.Match[str]) -> Fact:
     return Fact("number", value, text, unit=dimension, decimals=_decimals(raw_num), minor=minor)
 
 
-_PIPELINE: tuple[tuple[re.Pattern[str], Any], ...] = (
-    (_URL_RE, _url),
-    (_EMAIL_RE, _email),
-    (_UUID_RE, _identifier),
-    (_ISO_DATE_RE, _iso_date),
-    (_TEXT_DATE_MD_RE, _text_date),
-    (_TEXT_DATE_DM_RE, _text_date),
-    (_SLASH_DATE_RE, _slash_date),
-    (_CLOCK_RE, _clock),
-    (_HOUR_AMPM_RE, _hour_ampm),
-    (_MONEY_PREFIX_RE, _money),
-    (_MONEY_CODE_RE, _money),
-    (_MONEY_SUFFIX_RE, _money),
-    (_PERCENT_RE, _percent),
-    (_IDENT_SEP_RE, _identifier),
-    (_IDENT_CAPS_RE, _identifier),
-    (_IDENT_HASH_RE, _identifier),
-    (_HEX_RE, _identifier),
-    (_NUMBER_RE, _number),
+# What any match of a pattern must contain: a digit, one of some literal substrings, one of
+# some substrings of the case-folded text (for the re.I patterns: every character that re.I
+# matches to one of these letters case-folds to that letter; "i" does not qualify, hence "nr"
+# for "inr"). A text without them skips the pattern: most texts have no URL, e-mail, slash,
+# currency or month name, and short words have no digit. Blanking a match only removes
+# characters, so checking the original text once is enough.
+_MONTH_PREFIXES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_CURRENCY_CODE_PARTS = ("usd", "eur", "gbp", "jpy", "nr", "cad", "aud", "chf", "cny", "sek", "nok", "dkk")
+_NO_NEED: tuple[str, ...] = ()
+
+# (pattern, fact maker, needs a digit, needs one of these substrings, needs one of these in
+# the case-folded text)
+_PIPELINE: tuple[tuple[re.Pattern[str], Any, bool, tuple[str, ...], tuple[str, ...]], ...] = (
+    (_URL_RE, _url, False, ("://", "."), _NO_NEED),
+    (_EMAIL_RE, _email, False, ("@",), _NO_NEED),
+    (_UUID_RE, _identifier, False, ("-",), _NO_NEED),
+    (_ISO_DATE_RE, _iso_date, True, ("-",), _NO_NEED),
+    (_TEXT_DATE_MD_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES),
+    (_TEXT_DATE_DM_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES),
+    (_SLASH_DATE_RE, _slash_date, True, ("/",), _NO_NEED),
+    (_CLOCK_RE, _clock, True, (":",), _NO_NEED),
+    (_HOUR_AMPM_RE, _hour_ampm, True, _NO_NEED, _NO_NEED),
+    (_MONEY_PREFIX_RE, _money, True, ("$", "€", "£", "¥", "₹"), _NO_NEED),
+    (_MONEY_CODE_RE, _money, True, _NO_NEED, _CURRENCY_CODE_PARTS),
+    (_MONEY_SUFFIX_RE, _money, True, _NO_NEED, (*_CURRENCY_CODE_PARTS, "dollar", "euro", "cent", "buck")),
+    (_PERCENT_RE, _percent, True, ("%",), ("per", "pct")),
+    (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED),
+    (_IDENT_CAPS_RE, _identifier, True, _NO_NEED, _NO_NEED),
+    (_IDENT_HASH_RE, _identifier, True, ("#",), _NO_NEED),
+    (_HEX_RE, _identifier, True, _NO_NEED, _NO_NEED),
+    (_NUMBER_RE, _number, True, _NO_NEED, _NO_NEED),
 )
+#: what the patterns' ``\d`` matches (any Unicode decimal digit)
+_DIGIT_RE = re.compile(r"\d")
 
 
 @lru_cache(maxsize=4096)
@@ -307,7 +321,19 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
     if not text:
         return ()
     extractor = _Extractor(text[:_MAX_TEXT].replace("’", "'"))
-    for pattern, make in _PIPELINE:
+    original = extractor.text
+    has_digit = _DIGIT_RE.search(original) is not None
+    folded: str | None = None
+    for pattern, make, needs_digit, literal, in_folded in _PIPELINE:
+        if needs_digit and not has_digit:
+            continue
+        if in_folded:
+            if folded is None:
+                folded = original.casefold()
+            if not (any(map(original.__contains__, literal)) or any(map(folded.__contains__, in_folded))):
+                continue
+        elif literal and not any(map(original.__contains__, literal)):
+            continue
         extractor.run(pattern, make)
     return tuple(extractor.facts)
 
@@ -354,12 +380,16 @@ class FactIndex:
         self.strings: set[str] = set()
         self.kinds: set[tuple[str, str | None]] = set()
         self._blob_parts: list[str] = []
+        self._texts: set[str] = set()
         self.add(facts)
         for text in texts:
             self.add_text(text)
 
     def add_text(self, text: str) -> None:
-        if text:
+        # A text added again adds nothing (the same facts, the same blob); runs repeat their
+        # history in every model request, so this is the common case.
+        if text and text not in self._texts:
+            self._texts.add(text)
             self.add(extract_facts(text))
             self._blob_parts.append(text.casefold())
 

@@ -411,6 +411,23 @@ def grounding_index(trajectory: Trajectory) -> FactIndex:
     return index
 
 
+class _Grounding:
+    """The run's grounding index, remembering its answers: every call asks about the same
+    response facts, and a number is looked up against every number the run was given."""
+
+    __slots__ = ("index", "_answers")
+
+    def __init__(self, index: FactIndex) -> None:
+        self.index = index
+        self._answers: dict[Fact, bool] = {}
+
+    def contains(self, fact: Fact) -> bool:
+        answer = self._answers.get(fact)
+        if answer is None:
+            answer = self._answers[fact] = self.index.contains(fact)
+        return answer
+
+
 def _scalars_with_keys(value: Any, depth: int = 0) -> Iterator[str | float]:
     """Strings (keys included: grounding is lenient, a date may be a key) and finite numbers."""
     if depth > 50:
@@ -455,7 +472,7 @@ class ToolResultVerification(Scorer):
                 details={"tool_calls": [], "summary": _summary([]), "response_available": False},
             )
         final = final_response(trajectory, llms)
-        grounding = grounding_index(trajectory)
+        grounding = _Grounding(grounding_index(trajectory))
         responses: dict[str, Response] = {}
         reports = []
         for call, position in zip(calls, call_positions, strict=True):
@@ -485,7 +502,7 @@ class ToolResultVerification(Scorer):
     # one call ---------------------------------------------------------------------------------
 
     def _check_call(
-        self, call: ToolCall, response: Response, grounding: FactIndex
+        self, call: ToolCall, response: Response, grounding: _Grounding
     ) -> dict[str, Any]:
         issues: list[Issue] = []
         value, malformed = structured_result(call)
@@ -562,7 +579,7 @@ class ToolResultVerification(Scorer):
         }
 
     def _hallucination(
-        self, response: Response, grounding: FactIndex, result_index: FactIndex
+        self, response: Response, grounding: _Grounding, result_index: FactIndex
     ) -> tuple[float, list[str]]:
         claims = [fact for fact in response.facts if not fact.minor]
         if not claims:

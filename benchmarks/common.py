@@ -1,0 +1,133 @@
+"""Shared pieces: no-op exporters, telemetry providers, machine description, statistics."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+
+class CountingExporter(SpanExporter):
+    """A no-op span exporter that counts what it is given (and nothing else)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.scored = 0  # agent spans that arrived carrying toolscore.* attributes
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def telemetry_providers(kind: str) -> tuple[Any, Any, str]:
+    """(meter_provider, logger_provider, description) for the processor's events and metrics.
+
+    ``sdk``: the SDK's MeterProvider (a manual reader that is never collected, so every record
+    is aggregated as in production) and LoggerProvider with a BatchLogRecordProcessor into a
+    no-op exporter: the full cost of producing the telemetry, no I/O.
+    ``noop``: the API's no-op providers (what an app that configured no metrics/logs gets).
+    """
+    if kind == "noop":
+        from opentelemetry._logs import NoOpLoggerProvider
+        from opentelemetry.metrics import NoOpMeterProvider
+
+        return NoOpMeterProvider(), NoOpLoggerProvider(), "API no-op MeterProvider and LoggerProvider"
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    class _NoOpLogs(LogRecordExporter):
+        def export(self, batch: Any) -> LogRecordExportResult:
+            return LogRecordExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    lp = LoggerProvider()
+    lp.add_log_record_processor(BatchLogRecordProcessor(_NoOpLogs()))
+    mp = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return mp, lp, ("SDK MeterProvider (in-memory reader, never collected) and SDK LoggerProvider "
+                    "with BatchLogRecordProcessor(no-op exporter)")
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu": model,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+    }
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """Median and spread (min, max) of repeated measurements."""
+    vals = sorted(values)
+    return {"median": statistics.median(vals), "min": vals[0], "max": vals[-1], "n": len(vals)}
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, int(round(q / 100 * (len(sorted_values) - 1)))))
+    return sorted_values[k]
+
+
+def rss_bytes() -> int:
+    """Current resident set size (Linux /proc; falls back to the peak elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def cpu_seconds() -> float:
+    """CPU time of the whole process (all threads)."""
+    return time.process_time()
+
+
+def thread_cpu_seconds() -> float:
+    return time.thread_time()
+
+
+def emit_json(result: dict[str, Any]) -> None:
+    """The last line a benchmark prints: its result as JSON, for run.py to collect."""
+    print("RESULT " + json.dumps(result, default=str), flush=True)

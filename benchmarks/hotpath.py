@@ -1,0 +1,276 @@
+"""Hot-path overhead: what ToolScoreSpanProcessor costs the thread that creates the spans.
+
+Two measurements.
+
+``app``: create and end N spans (10-span GenAI agent runs, ``workload.genai_run``: chat spans
+with the message history as JSON, tool spans, the agent span) through an SDK TracerProvider as
+fast as one thread can, with
+
+* baseline: ``BatchSpanProcessor(no-op exporter)`` alone,
+* toolscore: ``ToolScoreSpanProcessor(BatchSpanProcessor(no-op exporter))`` with the default code
+  scorers, events and metrics into the providers chosen by ``--telemetry``.
+
+Each configuration runs in a fresh subprocess, alternating baseline/toolscore, ``--repeats``
+pairs; the figure is the ratio of the app thread's wall time (toolscore / baseline of the same
+pair): median and spread. The app thread never waits for scoring, but on CPython the worker
+thread that scores competes with it for the GIL, and that is what the ratio shows.
+
+``calls``: the processor's own ``on_start`` + ``on_end`` per span, timed call by call with
+``perf_counter_ns`` around the processor, its downstream a no-op processor (so the SDK and the
+BatchSpanProcessor are not counted). The same harness around a pass-through processor gives the
+timer's own cost, subtracted. *Isolated*: the worker cannot compete (the interpreter's switch
+interval is raised so the timed thread keeps the GIL; the queue is large enough to take every
+run). *Under load*: normal switch interval, the worker scoring the completed runs meanwhile.
+
+    .venv/bin/python -m benchmarks.hotpath [--quick] [--spans N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from benchmarks.common import CountingExporter, emit_json, machine, percentile, summary, telemetry_providers
+from benchmarks.workload import emit_run, genai_run
+
+#: distinct runs cycled through (enough distinct texts that the scorers' caches stay cold)
+POOL = 2_000
+
+
+def run_pool(n: int = POOL, span_count: int = 10) -> list[Any]:
+    return [genai_run(span_count, seed=i) for i in range(n)]
+
+
+# --- app-thread wall time ---------------------------------------------------------------------
+
+
+def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in this process: create and end n_spans spans, time the app thread."""
+    from otel_toolscore.processor import ToolScoreSpanProcessor
+
+    pool = run_pool()
+    exporter = CountingExporter()
+    bsp = BatchSpanProcessor(exporter)
+    processor: SpanProcessor
+    if config == "baseline":
+        processor = bsp
+    else:
+        mp, lp, _ = telemetry_providers(telemetry)
+        processor = ToolScoreSpanProcessor(bsp, meter_provider=mp, logger_provider=lp, **overrides)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("bench")
+    for specs in pool[:50]:  # warm-up: imports, first-use caches, thread start
+        emit_run(tracer, specs)
+    provider.force_flush()
+    gc.collect()
+    emitted = 0
+    c0, w0, p0 = time.thread_time(), time.perf_counter(), time.process_time()
+    i = 0
+    while emitted < n_spans:
+        emitted += emit_run(tracer, pool[i % len(pool)])
+        i += 1
+    wall = time.perf_counter() - w0
+    cpu = time.thread_time() - c0
+    proc_cpu = time.process_time() - p0
+    t_flush = time.perf_counter()
+    provider.force_flush(120_000)
+    flush = time.perf_counter() - t_flush
+    stats = dict(getattr(processor, "stats", {}))
+    provider.shutdown()
+    warm = 50 * 10
+    return {
+        "config": config, "spans": emitted, "app_wall_s": wall, "app_cpu_s": cpu, "process_cpu_s": proc_cpu,
+        "flush_s": flush, "exported": exporter.count, "expected_min": emitted + warm, "stats": stats,
+    }
+
+
+def _subprocess(args: list[str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "benchmarks.hotpath", *args], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"benchmark subprocess failed:\n{out.stdout}\n{out.stderr}")
+
+
+def app(n_spans: int, repeats: int, telemetry: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    pairs = []
+    for _ in range(repeats):
+        pair = {}
+        for config in ("baseline", "toolscore"):
+            pair[config] = _subprocess(["--_one", config, "--spans", str(n_spans), "--telemetry", telemetry,
+                                        "--overrides", json.dumps(overrides)])
+        pair["ratio"] = pair["toolscore"]["app_wall_s"] / pair["baseline"]["app_wall_s"]
+        pairs.append(pair)
+        print(f"  pair: baseline {pair['baseline']['app_wall_s']:.2f} s, toolscore "
+              f"{pair['toolscore']['app_wall_s']:.2f} s, ratio {pair['ratio']:.2f}", file=sys.stderr)
+    ts = [p["toolscore"] for p in pairs]
+    return {
+        "spans": n_spans,
+        "ratio": summary([p["ratio"] for p in pairs]),
+        "baseline_us_per_span": summary([p["baseline"]["app_wall_s"] / p["baseline"]["spans"] * 1e6 for p in pairs]),
+        "toolscore_us_per_span": summary([t["app_wall_s"] / t["spans"] * 1e6 for t in ts]),
+        "toolscore_process_cpu_over_baseline": summary(
+            [p["toolscore"]["process_cpu_s"] / p["baseline"]["process_cpu_s"] for p in pairs]),
+        "all_exported": all(t["exported"] >= t["expected_min"] for t in ts),
+        "stats_last": ts[-1]["stats"],
+        "flush_s_last": ts[-1]["flush_s"],
+        "pairs": pairs,
+    }
+
+
+# --- per-call cost ------------------------------------------------------------------------------
+
+
+class _Timed(SpanProcessor):
+    """Times the wrapped processor's on_start/on_end, call by call."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+        self.starts: dict[int, int] = {}
+        self.pairs: list[int] = []  # on_start + on_end ns, per span
+        self.agent_pairs: list[int] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        t = time.perf_counter_ns()
+        self.inner.on_start(span, parent_context)
+        self.starts[id(span)] = time.perf_counter_ns() - t
+
+    def on_end(self, span: ReadableSpan) -> None:
+        t = time.perf_counter_ns()
+        self.inner.on_end(span)
+        d = time.perf_counter_ns() - t + self.starts.pop(id(span), 0)
+        (self.agent_pairs if span.parent is None else self.pairs).append(d)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class _Null(SpanProcessor):
+    pass
+
+
+class _PassThrough(SpanProcessor):
+    def __init__(self, downstream: SpanProcessor) -> None:
+        self._downstream = downstream
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self._downstream.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._downstream.on_end(span)
+
+
+def calls(n_spans: int, telemetry: str, isolated: bool, overrides: dict[str, Any]) -> dict[str, Any]:
+    from otel_toolscore.processor import ToolScoreSpanProcessor
+
+    pool = run_pool()
+    mp, lp, _ = telemetry_providers(telemetry)
+    opts = dict(overrides)
+    if isolated:
+        opts["queue_size"] = n_spans // 10 + 1_000
+    results = {}
+    for name in ("passthrough", "toolscore"):
+        inner: SpanProcessor
+        if name == "passthrough":
+            inner = _PassThrough(_Null())
+        else:
+            inner = ToolScoreSpanProcessor(_Null(), meter_provider=mp, logger_provider=lp, **opts)
+        timed = _Timed(inner)
+        provider = TracerProvider()
+        provider.add_span_processor(timed)
+        tracer = provider.get_tracer("bench")
+        for specs in pool[:50]:
+            emit_run(tracer, specs)
+        timed.pairs.clear()
+        timed.agent_pairs.clear()
+        gc.collect()
+        old = sys.getswitchinterval()
+        if isolated:
+            sys.setswitchinterval(100.0)
+        try:
+            emitted, i = 0, 0
+            while emitted < n_spans:
+                emitted += emit_run(tracer, pool[i % len(pool)])
+                i += 1
+        finally:
+            sys.setswitchinterval(old)
+        provider.shutdown()
+        every = sorted(timed.pairs + timed.agent_pairs)
+        results[name] = {
+            "median_ns": statistics.median(every),
+            "p99_ns": percentile(every, 99),
+            "non_agent_median_ns": statistics.median(timed.pairs),
+            "agent_median_ns": statistics.median(timed.agent_pairs) if timed.agent_pairs else None,
+            "spans": len(every),
+        }
+    overhead = results["passthrough"]["median_ns"]
+    ts = results["toolscore"]
+    return {
+        "isolated": isolated,
+        "timer_and_call_overhead_ns": overhead,
+        "toolscore_raw": ts,
+        "own_median_us": (ts["median_ns"] - overhead) / 1000,
+        "own_p99_us": (ts["p99_ns"] - results["passthrough"]["p99_ns"]) / 1000,
+        "own_non_agent_median_us": (ts["non_agent_median_ns"] - results["passthrough"]["non_agent_median_ns"]) / 1000,
+        "own_agent_median_us": ((ts["agent_median_ns"] or 0) - (results["passthrough"]["agent_median_ns"] or 0)) / 1000,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--spans", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--telemetry", choices=("sdk", "noop"), default="sdk")
+    ap.add_argument("--overrides", default="{}", help="processor settings as JSON, e.g. '{\"queue_size\": 512}'")
+    ap.add_argument("--only", choices=("app", "calls"), default=None)
+    ap.add_argument("--_one", choices=("baseline", "toolscore"), default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    overrides = json.loads(args.overrides)
+    n_spans = args.spans or (50_000 if args.quick else 200_000)
+    if args._one:
+        out = app_once(args._one, n_spans, args.telemetry, overrides)
+        emit_json(out)
+        return out
+    repeats = args.repeats or (3 if args.quick else 5)
+    out: dict[str, Any] = {"benchmark": "hotpath", "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
+                           "overrides": overrides, "python_switch_interval_s": sys.getswitchinterval()}
+    if args.only in (None, "calls"):
+        n_calls = 20_000 if args.quick else 100_000
+        out["calls_isolated"] = calls(n_calls, args.telemetry, True, overrides)
+        out["calls_under_load"] = calls(n_calls, args.telemetry, False, overrides)
+        for k in ("calls_isolated", "calls_under_load"):
+            c = out[k]
+            print(f"{k}: processor's own on_start+on_end median {c['own_median_us']:.2f} µs/span "
+                  f"(p99 {c['own_p99_us']:.2f} µs; agent span {c['own_agent_median_us']:.2f} µs; "
+                  f"timer overhead {c['timer_and_call_overhead_ns']:.0f} ns subtracted)")
+    if args.only in (None, "app"):
+        out["app"] = app(n_spans, repeats, args.telemetry, overrides)
+        a = out["app"]
+        print(f"app thread: {n_spans} spans, toolscore/baseline wall ratio median {a['ratio']['median']:.2f} "
+              f"(min {a['ratio']['min']:.2f}, max {a['ratio']['max']:.2f}); baseline "
+              f"{a['baseline_us_per_span']['median']:.1f} µs/span, toolscore {a['toolscore_us_per_span']['median']:.1f} "
+              f"µs/span; all spans exported: {a['all_exported']}; stats {a['stats_last']}")
+    emit_json(out)
+    return out
+
+
+if __name__ == "__main__":
+    main()

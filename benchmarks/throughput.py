@@ -1,0 +1,147 @@
+"""Scoring throughput: completed runs per second on one core.
+
+What is timed is the worker's whole job for one completed trace, on the calling thread:
+conventions → assemble → the three code scorers → score attributes on a copy of the agent span
+→ ``gen_ai.evaluation.result`` events, metrics and the evaluation span. It is the processor's own
+``_score`` (the method its worker thread runs), fed the run's ended spans; the downstream is a
+no-op span processor. Rates are per CPU second of the scoring thread (so per core) and per wall
+second.
+
+Synthetic runs are all distinct (each has its own seed: ids, values and answers differ), so the
+scorers' text caches are as cold as with real traffic. The fixture set (every recorded trace in
+``/work/shared/fixtures/traces`` and ``tests/conformance/captures``) is cycled, so its text caches
+are warm after the first pass.
+
+    .venv/bin/python -m benchmarks.throughput [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from benchmarks.common import emit_json, machine, summary, telemetry_providers
+from benchmarks.workload import fixture_runs, genai_run, readable_run
+from otel_toolscore.conventions import classify
+from otel_toolscore.processor import ToolScoreSpanProcessor, _Held, _Ready
+
+SIZES = (10, 50, 100, 500, 1000)
+
+
+class NullProcessor(SpanProcessor):
+    def __init__(self) -> None:
+        self.ended = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended += 1
+
+
+def ready_item(spans: Sequence[ReadableSpan]) -> _Ready:
+    """What the processor hands its worker for a completed trace: the spans, agent spans held."""
+    held = [
+        _Held(s, format(s.context.span_id, "016x"), float("inf"))
+        for s in spans if classify(s) == "agent"
+    ]
+    return _Ready(spans[0].context.trace_id, list(spans), held)
+
+
+def make_processor(telemetry: str) -> tuple[ToolScoreSpanProcessor, NullProcessor]:
+    mp, lp, _ = telemetry_providers(telemetry)
+    down = NullProcessor()
+    return ToolScoreSpanProcessor(down, meter_provider=mp, logger_provider=lp), down
+
+
+def time_scoring(proc: ToolScoreSpanProcessor, items: Sequence[_Ready]) -> tuple[float, float]:
+    """(thread CPU seconds, wall seconds) to score every item once, in order."""
+    gc.collect()
+    c0, w0 = time.thread_time(), time.perf_counter()
+    for item in items:
+        proc._score(item)
+    return time.thread_time() - c0, time.perf_counter() - w0
+
+
+def baseline_seconds(runs: Sequence[Sequence[ReadableSpan]]) -> float:
+    """Machine-speed reference measured beside each figure: json.loads of every JSON attribute
+    of the runs (CPU seconds). Scoring cost / this = a machine-independent ratio."""
+    values = [v for spans in runs for s in spans for v in (s.attributes or {}).values() if _is_json(v)]
+    c0 = time.thread_time()
+    for v in values:
+        json.loads(v)
+    return time.thread_time() - c0
+
+
+def _is_json(value: Any) -> bool:
+    if not isinstance(value, str) or value[:1] not in "[{":
+        return False
+    try:
+        json.loads(value)
+    except ValueError:
+        return False
+    return True
+
+
+def measure(name: str, runs: list[list[ReadableSpan]], repeats: int, telemetry: str) -> dict[str, Any]:
+    proc, down = make_processor(telemetry)
+    items = [ready_item(spans) for spans in runs]
+    spans_per_run = sum(len(s) for s in runs) / len(runs)
+    time_scoring(proc, items[: max(1, len(items) // 20)])  # warm-up: imports, schema cache, pools
+    cpu_rates, wall_rates, ratios = [], [], []
+    for _ in range(repeats):
+        base = baseline_seconds(runs)
+        cpu, wall = time_scoring(proc, items)
+        cpu_rates.append(len(items) / cpu)
+        wall_rates.append(len(items) / wall)
+        ratios.append(cpu / base if base > 0 else float("nan"))
+    proc.shutdown()
+    cpu_s = summary(cpu_rates)
+    return {
+        "workload": name,
+        "runs": len(items),
+        "spans_per_run": spans_per_run,
+        "runs_per_cpu_s": cpu_s,
+        "runs_per_wall_s": summary(wall_rates),
+        "us_per_run": 1e6 / cpu_s["median"],
+        "us_per_span": 1e6 / cpu_s["median"] / spans_per_run,
+        "cost_over_json_loads": summary(ratios),
+    }
+
+
+def synthetic(n_spans: int, count: int, seed0: int = 0) -> list[list[ReadableSpan]]:
+    return [readable_run(genai_run(n_spans, seed=seed0 + i), trace_id=seed0 + i + 1) for i in range(count)]
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--telemetry", choices=("sdk", "noop"), default="sdk")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    args = ap.parse_args(argv)
+    repeats = args.repeats or (3 if args.quick else 5)
+    budget_spans = 4_000 if args.quick else 20_000  # spans per repeat, per size
+    results = []
+    fixtures = [spans for _, spans in fixture_runs()]
+    results.append(measure(f"fixtures ({len(fixtures)} recorded traces, cycled)",
+                           (fixtures * (1 if args.quick else 4)), repeats, args.telemetry))
+    for n in (int(x) for x in args.sizes.split(",")):
+        count = max(4, budget_spans // n)
+        results.append(measure(f"synthetic {n}-span runs", synthetic(n, count), repeats, args.telemetry))
+    out = {"benchmark": "throughput", "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
+           "repeats": repeats, "results": results}
+    for r in results:
+        c = r["runs_per_cpu_s"]
+        print(f"{r['workload']:44s} {c['median']:9.1f} runs/s/core (min {c['min']:.1f}, max {c['max']:.1f})"
+              f"  {r['us_per_run']:9.1f} µs/run  {r['us_per_span']:6.1f} µs/span"
+              f"  cost/json.loads {r['cost_over_json_loads']['median']:.1f}")
+    emit_json(out)
+    return out
+
+
+if __name__ == "__main__":
+    main()

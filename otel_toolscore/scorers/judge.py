@@ -1,0 +1,755 @@
+"""The LLM judge: a litellm client with our own retries, limits, cache and output validation,
+and ``LLMScorer``, the base of the LLM-judged scorers.
+
+litellm is imported lazily, inside the functions that call it: ``import otel_toolscore`` and
+code-scorer-only use never pay for it (seconds of import time, and a network fetch of its cost
+map unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set; we set it when unset).
+
+Failure is not a score: every judge failure becomes a ``JudgeError`` with a low-cardinality
+``error_type`` (judge_timeout, judge_rate_limited, judge_unavailable, judge_rejected,
+judge_invalid_output, judge_cost_cap), which ``LLMScorer.ascore`` turns into a Score with no value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import email.utils
+import functools
+import hashlib
+import json
+import os
+import random
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+
+from otel_toolscore.scorers.base import Score, Scorer, ScorerConfigError, ScorerKind, ScoringError
+from otel_toolscore.scorers.redaction import ContentBudget, DataBlocks, Redactor, make_redactor
+from otel_toolscore.trajectory import Trajectory
+
+OnJudge = Callable[[float, "float | None", str], None]
+T = TypeVar("T", bound=BaseModel)
+
+_MAX_ERROR_IN_REASK = 1500
+
+
+# --- settings and errors ------------------------------------------------------------------------
+
+
+class JudgeSettings(BaseModel):
+    """How to reach the judge and how hard to push it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: a litellm model string, e.g. "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"
+    model: str
+    api_base: str | None = None
+    #: None: litellm reads the provider's usual environment variable (OPENAI_API_KEY, …)
+    api_key: SecretStr | None = None
+    #: per HTTP attempt
+    timeout_s: float = Field(default=30.0, gt=0)
+    #: retries after the first attempt (timeouts, connection errors, 408, 429, 5xx)
+    max_retries: int = Field(default=3, ge=0)
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=20.0, ge=0)
+    #: a Retry-After longer than this is not waited for: the call fails as rate limited at once
+    max_retry_after_s: float = Field(default=60.0, ge=0)
+    max_concurrency: int = Field(default=16, ge=1)
+    requests_per_second: float | None = Field(default=None, gt=0)
+    cost_cap_usd_per_hour: float | None = Field(default=None, ge=0)
+    cache_size: int = Field(default=2048, ge=0)
+    #: auto: JSON-schema response format where litellm says the model supports it, else JSON mode
+    structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    temperature: float = 0.0
+
+
+class JudgeError(ScoringError):
+    error_type = "judge_unavailable"
+
+
+class JudgeUnavailable(JudgeError):
+    error_type = "judge_unavailable"
+
+
+class JudgeTimeout(JudgeError):
+    error_type = "judge_timeout"
+
+
+class JudgeRateLimited(JudgeError):
+    error_type = "judge_rate_limited"
+
+
+class JudgeRejected(JudgeError):
+    """A 4xx other than 408/429 (bad key, unknown model, bad request): retrying cannot help."""
+
+    error_type = "judge_rejected"
+
+
+class JudgeInvalidOutput(JudgeError):
+    error_type = "judge_invalid_output"
+
+
+class JudgeCostCap(JudgeError):
+    error_type = "judge_cost_cap"
+
+
+# --- output validation --------------------------------------------------------------------------
+
+
+def _word(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _flag(value: Any) -> Any:
+    # Booleans as JSON booleans, or the words true/false/yes/no; anything else stays invalid.
+    if isinstance(value, str):
+        word = value.strip().lower()
+        return {"true": True, "yes": True, "false": False, "no": False}.get(word, value)
+    return value
+
+
+#: verdict words are trimmed and lower-cased before validation; anything else is invalid
+YesNo = Annotated[Literal["yes", "no"], BeforeValidator(_word)]
+YesNoNA = Annotated[Literal["yes", "no", "n/a"], BeforeValidator(_word)]
+Flag = Annotated[bool, BeforeValidator(_flag), Field(strict=True)]
+
+
+class JudgeOutput(BaseModel):
+    """Base of every judge answer model: unknown keys are invalid (the schema says so too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def expect_count(items: list[Any], expected: int, what: str) -> None:
+    if len(items) != expected:
+        raise ValueError(f"expected exactly {expected} {what}, one per item in order; got {len(items)}")
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+def parse_output(text: str | None, output: type[T], check: Callable[[T], None] | None = None) -> T:
+    """The judge's text as a validated ``output``; ``JudgeInvalidOutput`` says why not."""
+    if not text or not text.strip():
+        raise JudgeInvalidOutput("the answer was empty")
+    fenced = _FENCE.match(text)  # a ```json fence around the object is tolerated, prose is not
+    try:
+        data = json.loads(fenced.group(1) if fenced else text)
+    except ValueError as exc:
+        raise JudgeInvalidOutput(f"the answer is not a JSON object: {exc}") from None
+    try:
+        result = output.model_validate(data)
+        if check is not None:
+            check(result)
+    except ValidationError as exc:
+        raise JudgeInvalidOutput(_validation_message(exc)) from None
+    except ValueError as exc:
+        raise JudgeInvalidOutput(str(exc)) from None
+    return result
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r:.80})")
+    return "; ".join(parts)
+
+
+# --- limits: rate, cost, cache ------------------------------------------------------------------
+
+
+class TokenBucket:
+    """requests_per_second with a burst of one second's worth. Reservations may go into debt,
+    so waiters are served in order and the lock is never held across a sleep."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self._tokens = self.capacity
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Take one token; the seconds to wait before using it."""
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.capacity, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            self._tokens -= 1.0
+            return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+
+class CostWindow:
+    """Known judge spending over the last hour (a cap can only count costs litellm knows)."""
+
+    def __init__(self) -> None:
+        self._spent: collections.deque[tuple[float, float]] = collections.deque()
+        self._lock = threading.Lock()
+
+    def add(self, cost: float) -> None:
+        with self._lock:
+            self._spent.append((time.monotonic(), cost))
+
+    def last_hour(self) -> float:
+        with self._lock:
+            horizon = time.monotonic() - 3600.0
+            while self._spent and self._spent[0][0] < horizon:
+                self._spent.popleft()
+            return sum(cost for _, cost in self._spent)
+
+
+class LRUCache:
+    """Validated answers by exact request; thread-safe (scorers may run on several loops)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: str) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def request_key(model: str, messages: list[dict[str, str]], response_format: dict[str, Any]) -> str:
+    blob = json.dumps([model, messages, response_format], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+# --- usage of one evaluation --------------------------------------------------------------------
+
+
+@dataclass
+class JudgeUsage:
+    """What the judge calls of one evaluation cost; becomes the score's judge_* details."""
+
+    model: str
+    latency_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+    calls: int = 0  # HTTP attempts made
+    answers: int = 0  # answers used (from the judge or the cache)
+    cache_hits: int = 0
+
+    def add_call(self, duration: float, prompt: int, completion: int, cost: float | None) -> None:
+        self.calls += 1
+        self.latency_s += duration
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        # One unpriced call makes the total unknown rather than silently low.
+        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
+
+    def add_failed_call(self, duration: float) -> None:
+        self.calls += 1
+        self.latency_s += duration
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "judge_model": self.model,
+            "judge_latency_s": round(self.latency_s, 4),
+            "judge_tokens": {
+                "prompt": self.prompt_tokens,
+                "completion": self.completion_tokens,
+                "total": self.prompt_tokens + self.completion_tokens,
+            },
+            "judge_cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
+            "judge_calls": self.calls,
+            # True only when every answer this score used came from the cache (no call made)
+            "cached": self.answers > 0 and self.cache_hits == self.answers,
+        }
+
+
+# --- the client ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Failure:
+    error: JudgeError
+    retryable: bool
+    retry_after: float | None = None
+
+
+def _import_litellm() -> Any:
+    # litellm fetches its model price map from GitHub at import unless told not to; a span
+    # processor must not make surprise network calls (or wait on them offline). Users who want
+    # the live map can set the variable to False themselves.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    # litellm prints "Give Feedback / Get Help" banners to stdout on errors; they would corrupt
+    # the CLI's JSON output. It only silences those banners.
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class JudgeClient:
+    """Asks a judge model one structured question at a time (see ``ask``)."""
+
+    def __init__(self, settings: JudgeSettings, *, on_judge: OnJudge | None = None) -> None:
+        self.settings = settings
+        #: called after every HTTP attempt with (duration_s, cost_usd or None, model);
+        #: the engine sets it to ``Emitter.record_judge``
+        self.on_judge = on_judge
+        self.cache = LRUCache(settings.cache_size)
+        self._bucket = TokenBucket(settings.requests_per_second) if settings.requests_per_second else None
+        self._costs = CostWindow()
+        # asyncio primitives belong to one loop; a client used from several loops (the engine's,
+        # the sync runner's) gets one semaphore per loop.
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._schema_support: bool | None = None
+
+    # -- public --
+    async def ask(
+        self,
+        *,
+        system: str,
+        user: str,
+        output: type[T],
+        name: str,
+        check: Callable[[T], None] | None = None,
+        usage: JudgeUsage | None = None,
+    ) -> T:
+        """One structured question: cache, then the call (with retries), validation, and at most
+        one re-ask that quotes the validation error. Raises ``JudgeError`` subclasses only."""
+        usage = usage if usage is not None else JudgeUsage(self.settings.model)
+        response_format, schema_in_prompt = self._response_format(output, name)
+        if schema_in_prompt:
+            schema = json.dumps(_schema(output), separators=(",", ":"))
+            system = (
+                f"{system}\n\nAnswer with one JSON object and nothing else. It must validate "
+                f"against this JSON Schema:\n{schema}"
+            )
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        key = request_key(self.settings.model, messages, response_format)
+        cached = self.cache.get(key)
+        if cached is not None:
+            usage.answers += 1
+            usage.cache_hits += 1
+            return parse_output(cached, output, check)
+
+        text = await self._complete(messages, response_format, usage)
+        try:
+            result = parse_output(text, output, check)
+        except JudgeInvalidOutput as first:
+            reask = messages + [
+                {"role": "assistant", "content": text or ""},
+                {
+                    "role": "user",
+                    "content": (
+                        "Your answer was invalid: "
+                        f"{str(first)[:_MAX_ERROR_IN_REASK]}\n"
+                        "Answer again with only the corrected JSON object."
+                    ),
+                },
+            ]
+            text = await self._complete(reask, response_format, usage)
+            try:
+                result = parse_output(text, output, check)
+            except JudgeInvalidOutput as second:
+                raise JudgeInvalidOutput(f"invalid after one re-ask: {second}") from None
+        usage.answers += 1
+        # Keyed by the original request, so the next identical question skips the re-ask too.
+        self.cache.put(key, text or "")
+        return result
+
+    # -- structured output --
+    def _response_format(self, output: type[BaseModel], name: str) -> tuple[dict[str, Any], bool]:
+        """The response_format to send, and whether the schema must also go into the prompt."""
+        mode = self.settings.structured_output
+        if mode == "auto":
+            mode = "json_schema" if self._supports_schema() else "json_object"
+        if mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": name, "schema": _schema(output), "strict": True}}, False
+        return {"type": "json_object"}, True
+
+    def _supports_schema(self) -> bool:
+        if self._schema_support is None:
+            litellm = _import_litellm()
+            try:
+                self._schema_support = bool(litellm.supports_response_schema(model=self.settings.model))
+            except Exception:  # noqa: BLE001 - unknown model: JSON mode is the safe choice
+                self._schema_support = False
+        return self._schema_support
+
+    # -- the call, with limits and retries --
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._semaphores.get(loop)
+        if sem is None:
+            sem = self._semaphores[loop] = asyncio.Semaphore(self.settings.max_concurrency)
+        return sem
+
+    async def _complete(
+        self, messages: list[dict[str, str]], response_format: dict[str, Any], usage: JudgeUsage
+    ) -> str | None:
+        s = self.settings
+        async with self._semaphore():
+            for attempt in range(s.max_retries + 1):
+                if s.cost_cap_usd_per_hour is not None:
+                    spent = self._costs.last_hour()
+                    if spent >= s.cost_cap_usd_per_hour:
+                        raise JudgeCostCap(
+                            f"judge spending in the last hour (${spent:.4f}) reached the cap "
+                            f"(${s.cost_cap_usd_per_hour:.4f}); no call made"
+                        )
+                if self._bucket is not None:
+                    wait = self._bucket.reserve()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                started = time.monotonic()
+                try:
+                    response = await self._acompletion(messages, response_format)
+                except Exception as exc:  # noqa: BLE001 - classified below, never escapes raw
+                    duration = time.monotonic() - started
+                    usage.add_failed_call(duration)
+                    self._notify(duration, None)
+                    failure = _classify(exc)
+                    if not failure.retryable or attempt >= s.max_retries:
+                        raise failure.error from None
+                    delay = self._backoff(attempt)
+                    if failure.retry_after is not None:
+                        if failure.retry_after > s.max_retry_after_s:
+                            raise failure.error from None
+                        delay = max(delay, failure.retry_after)
+                    await asyncio.sleep(delay)
+                    continue
+                duration = time.monotonic() - started
+                prompt, completion = _tokens(response)
+                cost = _cost(response)
+                if cost is not None:
+                    self._costs.add(cost)
+                usage.add_call(duration, prompt, completion, cost)
+                self._notify(duration, cost)
+                return _content(response)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _acompletion(self, messages: list[dict[str, str]], response_format: dict[str, Any]) -> Any:
+        litellm = _import_litellm()
+        s = self.settings
+        kwargs: dict[str, Any] = {
+            "model": s.model,
+            "messages": messages,
+            "temperature": s.temperature,
+            "response_format": response_format,
+            "timeout": s.timeout_s,
+            # litellm's and the provider SDK's own retries off: ours are bounded and testable
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if s.api_base:
+            kwargs["api_base"] = s.api_base
+        if s.api_key is not None:
+            kwargs["api_key"] = s.api_key.get_secret_value()
+        # The judge's own HTTP/LLM calls must not be traced into the app's traces (they would be
+        # scored in turn); instrumentations honour this context key.
+        from opentelemetry import context as otel_context
+
+        token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            return await litellm.acompletion(**kwargs)
+        finally:
+            otel_context.detach(token)
+
+    def _backoff(self, attempt: int) -> float:
+        """Exponential with equal jitter: half fixed (a floor), half random (spreads retries)."""
+        s = self.settings
+        delay = min(s.backoff_max_s, s.backoff_base_s * (2**attempt))
+        return delay / 2 + random.uniform(0, delay / 2)
+
+    def _notify(self, duration: float, cost: float | None) -> None:
+        if self.on_judge is None:
+            return
+        try:
+            self.on_judge(duration, cost, self.settings.model)
+        except Exception:  # noqa: BLE001 - metrics must never break a judgement
+            pass
+
+
+def _classify(exc: BaseException) -> _Failure:
+    litellm = _import_litellm()
+    status = getattr(exc, "status_code", None)
+    message = " ".join(str(exc).split())[:300] or type(exc).__name__
+    if isinstance(exc, (litellm.Timeout, asyncio.TimeoutError, TimeoutError)) or status == 408:
+        return _Failure(JudgeTimeout(message), retryable=True)
+    if isinstance(exc, litellm.RateLimitError) or status == 429:
+        return _Failure(JudgeRateLimited(message), retryable=True, retry_after=_retry_after(exc))
+    if isinstance(exc, (litellm.APIConnectionError, ConnectionError)):
+        return _Failure(JudgeUnavailable(message), retryable=True)
+    if isinstance(status, int) and status >= 500:
+        return _Failure(JudgeUnavailable(message), retryable=True, retry_after=_retry_after(exc))
+    if isinstance(status, int) and 400 <= status < 500:
+        return _Failure(JudgeRejected(message), retryable=False)
+    return _Failure(JudgeUnavailable(f"{type(exc).__name__}: {message}"), retryable=False)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from Retry-After (seconds or an HTTP date) or retry-after-ms, if sent."""
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(output: type[BaseModel]) -> dict[str, Any]:
+    # pydantic rebuilds the schema on every call (about 2 ms); output models never change
+    return output.model_json_schema()
+
+
+def _tokens(response: Any) -> tuple[int, int]:
+    usage = getattr(response, "usage", None)
+    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+_UNPRICED: set[str] = set()  # response models litellm has no price for (checked once each)
+
+
+def _cost(response: Any) -> float | None:
+    # litellm already priced the response while logging it (with completion_cost); reuse that
+    # rather than pay for the lookup twice per call.
+    hidden = getattr(response, "_hidden_params", None) or {}
+    known = hidden.get("response_cost")
+    if isinstance(known, (int, float)):
+        return float(known)
+    model = str(getattr(response, "model", None))
+    if model in _UNPRICED:
+        return None
+    litellm = _import_litellm()
+    try:
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:  # noqa: BLE001 - unknown model or no usage: cost unknown, not 0
+        _UNPRICED.add(model)
+        return None
+
+
+def _content(response: Any) -> str | None:
+    try:
+        return response.choices[0].message.content
+    except (AttributeError, IndexError):
+        return None
+
+
+# --- running async scorers from sync code -------------------------------------------------------
+
+
+class _LoopThread:
+    """One long-lived event loop in a daemon thread for sync callers (CLI, tests, ``score()``).
+
+    A fresh ``asyncio.run`` per score would work, but litellm keeps per-loop state (its logging
+    worker, cached HTTP clients bound to a loop) that warns or breaks when each call brings a new
+    loop; one loop for all sync callers avoids that, and works the same whether or not the caller
+    is itself inside a running loop.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            # after fork the thread is gone in the child: start a new one
+            if self._loop is None or self._pid != os.getpid() or not (self._thread and self._thread.is_alive()):
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="otel-toolscore-judge", daemon=True)
+                thread.start()
+                if self._loop is None:
+                    atexit.register(self.close)
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Cancel what still runs on the loop (litellm's logging worker) and stop it, so the
+        interpreter does not exit with "Task was destroyed but it is pending!" on stderr."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None or not thread.is_alive() or self._pid != os.getpid():
+            return
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        if not thread.is_alive():
+            loop.close()
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        loop = self._ensure()
+        if threading.current_thread() is self._thread:
+            # called from a coroutine on this very loop: blocking it would deadlock
+            return _run_in_worker(coro)
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+def _run_in_worker(coro: Coroutine[Any, Any, Any]) -> Any:
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller below
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="otel-toolscore-judge-once", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+_RUNNER = _LoopThread()
+
+
+def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine to completion from sync code, inside a running loop or not."""
+    return _RUNNER.run(coro)
+
+
+# --- the base of LLM-judged scorers -------------------------------------------------------------
+
+
+class LLMScorer(Scorer):
+    """An LLM-judged scorer. The engine awaits ``ascore``; sync callers use ``score``.
+
+    Options every LLM scorer takes: ``model`` (litellm model string), ``api_base``, ``api_key``,
+    any other ``JudgeSettings`` field, or ``judge`` (a ``JudgeClient`` to share limits, cache and
+    cost cap between scorers); ``redact`` (a str → str hook, extends the default redaction) and
+    ``replace_default_redaction``; ``budget`` (``ContentBudget``); ``on_judge``.
+    """
+
+    kind: ClassVar[ScorerKind] = "llm"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        judge: JudgeClient | None = None,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        redact: Redactor | None = None,
+        replace_default_redaction: bool = False,
+        budget: ContentBudget | None = None,
+        on_judge: OnJudge | None = None,
+        **judge_settings: Any,
+    ) -> None:
+        if judge is None:
+            if not model:
+                raise ScorerConfigError(f"{self.name} needs a judge model (option model=…)")
+            try:
+                settings = JudgeSettings(
+                    model=model,
+                    api_base=api_base,
+                    api_key=SecretStr(api_key) if api_key else None,
+                    **judge_settings,
+                )
+            except ValidationError as exc:
+                raise ScorerConfigError(f"{self.name}: bad judge settings: {exc}") from None
+            judge = JudgeClient(settings, on_judge=on_judge)
+        elif judge_settings or model or api_base or api_key:
+            raise ScorerConfigError(f"{self.name}: give either judge=… or judge settings, not both")
+        elif on_judge is not None:
+            judge.on_judge = on_judge
+        self.judge = judge
+        self.redactor = make_redactor(redact, replace_default=replace_default_redaction)
+        self.budget = budget or ContentBudget()
+
+    @property
+    def on_judge(self) -> OnJudge | None:
+        return self.judge.on_judge
+
+    @on_judge.setter
+    def on_judge(self, callback: OnJudge | None) -> None:
+        self.judge.on_judge = callback
+
+    def blocks(self) -> DataBlocks:
+        """A fresh collector of data blocks with this scorer's redaction and budget."""
+        return DataBlocks(redactor=self.redactor, budget=self.budget)
+
+    async def ascore(self, trajectory: Trajectory) -> Score:
+        """Judge one trajectory. Never raises (cancellation aside): a failure is a Score with
+        value None and ``error`` set, never a 0. Judge usage is in the details either way."""
+        usage = JudgeUsage(self.judge.settings.model)
+        try:
+            result = await self._ascore(trajectory, usage)
+        except Exception as exc:  # noqa: BLE001 - the contract is "never raise into the engine"
+            result = Score.failed(self.name, exc)
+        result.details.update(usage.details())
+        try:
+            json.dumps(result.details, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            result = Score.failed(self.name, exc)
+            result.details.update(usage.details())
+        return result
+
+    def _score(self, trajectory: Trajectory) -> Score:
+        return run_sync(self.ascore(trajectory))
+
+    async def _ascore(self, trajectory: Trajectory, usage: JudgeUsage) -> Score:
+        raise NotImplementedError
+
+
+# --- small shared helpers for the LLM scorers ---------------------------------------------------
+
+
+def fraction_label(value: float, scale: float) -> str:
+    """The label of a fractional LLM score: ``full`` (the whole scale), ``none`` (0), else
+    ``partial``."""
+    if value >= scale:
+        return "full"
+    if value <= 0:
+        return "none"
+    return "partial"
+

@@ -1,0 +1,130 @@
+"""``otel-toolscore score`` as a CI gate: JUnit XML that CI servers can read, a one-line summary
+on stderr beside machine formats, and a progress bar only on a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from otel_toolscore.report import ScoreProgress
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"
+WRONG_TOOL = ROOT / "tests" / "conformance" / "captures" / "openinference_openai" / "wrong_tool.json"
+SUMMARY = re.compile(
+    r"^otel-toolscore: (?P<runs>\d+) runs from (?P<files>\d+) file\(s\); (?P<scores>\d+) scores: "
+    r"(?P<passed>\d+) passed, (?P<failed>\d+) failed, (?P<skipped>\d+) skipped, (?P<errors>\d+) errors"
+    r"(?P<rest>.*)$"
+)
+
+
+def score(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "otel_toolscore.cli", "score", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def summary(proc: subprocess.CompletedProcess) -> re.Match:
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("otel-toolscore: ")]
+    assert len(lines) == 1, proc.stderr
+    match = SUMMARY.match(lines[0])
+    assert match, lines[0]
+    return match
+
+
+def test_junit_is_structurally_valid_and_failures_carry_the_explanation() -> None:
+    args = [str(SAMPLE), str(WRONG_TOOL), "--expected-tool", "get_weather", "--fail-under", "0.8"]
+    xml = score(*args, "--format", "junit")
+    assert xml.returncode == 1  # a score under the gate
+    suite = ET.fromstring(xml.stdout)
+    assert suite.tag == "testsuite" and suite.get("name") == "otel-toolscore"
+    cases = suite.findall("testcase")
+    assert int(suite.get("tests")) == len(cases) > 0
+    for kind, attr in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
+        assert int(suite.get(attr)) == sum(1 for c in cases if c.find(kind) is not None), attr
+    assert int(suite.get("failures")) >= 1
+    for case in cases:
+        assert case.get("classname") and case.get("name")
+        assert len([child for child in case if child.tag in ("failure", "error", "skipped")]) <= 1
+    # every failure names the score and carries the scorer's own explanation
+    records = [json.loads(line) for line in score(*args, "--format", "json").stdout.splitlines()]
+    explanations = {s["explanation"] for r in records for s in r["scores"]}
+    failures = [c.find("failure") for c in cases if c.find("failure") is not None]
+    for failure in failures:
+        message = failure.get("message")
+        name, _, rest = message.partition(" = ")
+        assert name in {s["name"] for r in records for s in r["scores"]}
+        assert any(e and e in rest for e in explanations), message
+        json.loads(failure.text)  # the details, readable
+    wrong = [f.get("message") for f in failures if f.get("message").startswith("tool_call_accuracy")]
+    assert any("get_weather" in m and "was not called" in m for m in wrong), wrong
+    # the summary on stderr agrees with the XML
+    line = summary(xml)
+    assert int(line["scores"]) == len(cases)
+    assert int(line["failed"]) == int(suite.get("failures"))
+    assert int(line["errors"]) == int(suite.get("errors"))
+    assert int(line["skipped"]) == int(suite.get("skipped"))
+    assert int(line["files"]) == 2
+    assert "--fail-under 0.8: " in line["rest"] and "exit 1" in line["rest"]
+
+
+def test_json_format_prints_a_summary_line_and_no_progress_bar_when_not_a_tty() -> None:
+    proc = score(str(SAMPLE), "--format", "json")
+    assert proc.returncode == 0
+    line = summary(proc)
+    assert int(line["runs"]) == len(proc.stdout.splitlines()) == 5
+    assert line["rest"] == ""  # no gate, no input problems
+    # stderr is a pipe: no bar, no cursor control, nothing but the summary
+    assert proc.stderr.count("\n") == 1
+    assert "\x1b" not in proc.stderr and "\r" not in proc.stderr and "━" not in proc.stderr
+    assert "\x1b" not in proc.stdout
+
+
+def test_passing_gate_and_table_has_no_stderr_summary() -> None:
+    proc = score(str(SAMPLE), "--format", "junit", "-s", "tool_call_validation", "--fail-under", "0")
+    assert proc.returncode == 0
+    assert summary(proc)["rest"] == "; --fail-under 0: passed"
+    table = score(str(SAMPLE))
+    assert table.returncode == 0 and table.stderr == ""
+    assert "5 runs from 1 file(s)" in table.stdout
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TERM", raising=False)
+    pipe = io.StringIO()
+    with ScoreProgress(pipe, delay=0) as progress:
+        progress.stage("reading", 2)
+        progress.advance()
+        time.sleep(0.2)
+    assert not progress.enabled and pipe.getvalue() == ""
+
+    tty = FakeTTY()
+    with ScoreProgress(tty, delay=0) as progress:
+        progress.stage("scoring", 4)
+        progress.advance(3)
+        time.sleep(0.3)
+    assert progress.enabled
+    assert "scoring" in tty.getvalue() and "3/4" in tty.getvalue()
+
+    monkeypatch.setenv("TERM", "dumb")
+    assert not ScoreProgress(FakeTTY()).enabled
+
+
+def test_progress_bar_waits_before_showing() -> None:
+    tty = FakeTTY()
+    with ScoreProgress(tty, delay=5) as progress:  # quick work: nothing is drawn
+        progress.stage("reading", 1)
+        progress.advance()
+    assert progress.enabled and tty.getvalue() == ""
