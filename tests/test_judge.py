@@ -351,6 +351,24 @@ def test_ascore_on_the_callers_own_loop(judge_server: JudgeServer) -> None:
     assert bad.value is None and bad.error == "judge_unavailable"
 
 
+def test_cancelling_the_caller_cancels_the_judge_call(judge_server: JudgeServer) -> None:
+    judge_server.script(hang(), ok(GOOD))
+    s = context_scorer(judge_server, max_concurrency=1, timeout_s=30)
+
+    async def cancel_midway() -> None:
+        task = asyncio.ensure_future(s.ascore(RUN))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_midway())
+    # the one concurrency slot was given back: the next evaluation runs at once
+    started = time.monotonic()
+    assert s.score(RUN).value == 0.67
+    assert time.monotonic() - started < 5
+
+
 def test_ascore_never_raises_on_scorer_bugs(judge_server: JudgeServer) -> None:
     s = context_scorer(judge_server)
 

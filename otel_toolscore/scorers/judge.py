@@ -5,6 +5,11 @@ litellm is imported lazily, inside the functions that call it: ``import otel_too
 code-scorer-only use never pay for it (seconds of import time, and a network fetch of its cost
 map unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set; we set it when unset).
 
+Every judge call runs on one dedicated event loop thread (the judge loop): ``ascore`` can be
+awaited from any loop (the engine's), and sync ``score()`` blocks on that loop. The concurrency
+limit, rate limit, cost cap and cache are per ``JudgeClient``; share one client between scorers
+to share them.
+
 Failure is not a score: every judge failure becomes a ``JudgeError`` with a low-cardinality
 ``error_type`` (judge_timeout, judge_rate_limited, judge_unavailable, judge_rejected,
 judge_invalid_output, judge_cost_cap), which ``LLMScorer.ascore`` turns into a Score with no value.
@@ -312,14 +317,14 @@ class JudgeClient:
 
     def __init__(self, settings: JudgeSettings, *, on_judge: OnJudge | None = None) -> None:
         self.settings = settings
-        #: called after every HTTP attempt with (duration_s, cost_usd or None, model);
-        #: the engine sets it to ``Emitter.record_judge``
+        #: called after every HTTP attempt with (duration_s, cost_usd or None, model), on the
+        #: judge loop's thread; the engine sets it to ``Emitter.record_judge``
         self.on_judge = on_judge
         self.cache = LRUCache(settings.cache_size)
         self._bucket = TokenBucket(settings.requests_per_second) if settings.requests_per_second else None
         self._costs = CostWindow()
-        # asyncio primitives belong to one loop; a client used from several loops (the engine's,
-        # the sync runner's) gets one semaphore per loop.
+        # Calls run on the judge loop only; one semaphore per loop still, because after a fork
+        # the child starts a new judge loop and a semaphore cannot move between loops.
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -337,8 +342,22 @@ class JudgeClient:
         usage: JudgeUsage | None = None,
     ) -> T:
         """One structured question: cache, then the call (with retries), validation, and at most
-        one re-ask that quotes the validation error. Raises ``JudgeError`` subclasses only."""
+        one re-ask that quotes the validation error. Raises ``JudgeError`` subclasses only.
+
+        Awaitable from any event loop: the work itself runs on the judge loop (see ``on_judge_loop``).
+        """
         usage = usage if usage is not None else JudgeUsage(self.settings.model)
+        return await on_judge_loop(self._ask(system, user, output, name, check, usage))
+
+    async def _ask(
+        self,
+        system: str,
+        user: str,
+        output: type[T],
+        name: str,
+        check: Callable[[T], None] | None,
+        usage: JudgeUsage,
+    ) -> T:
         response_format, schema_in_prompt = self._response_format(output, name)
         if schema_in_prompt:
             schema = json.dumps(_schema(output), separators=(",", ":"))
@@ -571,16 +590,16 @@ def _content(response: Any) -> str | None:
         return None
 
 
-# --- running async scorers from sync code -------------------------------------------------------
+# --- the judge loop: where every judge call runs -----------------------------------------------
 
 
 class _LoopThread:
-    """One long-lived event loop in a daemon thread for sync callers (CLI, tests, ``score()``).
+    """One long-lived event loop in a daemon thread that runs every judge call.
 
-    A fresh ``asyncio.run`` per score would work, but litellm keeps per-loop state (its logging
-    worker, cached HTTP clients bound to a loop) that warns or breaks when each call brings a new
-    loop; one loop for all sync callers avoids that, and works the same whether or not the caller
-    is itself inside a running loop.
+    litellm keeps loop-bound state (its logging worker, HTTP clients): used from several loops
+    (the engine's, ``asyncio.run`` per sync score, a test's) it hops between them, warns, and
+    orphans tasks. So whichever loop a scorer is awaited on, its judge calls run here, and sync
+    callers (CLI, tests, ``score()``) block on this loop too, inside a running loop or not.
     """
 
     def __init__(self) -> None:
@@ -588,18 +607,23 @@ class _LoopThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self._atexit = False
 
-    def _ensure(self) -> asyncio.AbstractEventLoop:
+    def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             # after fork the thread is gone in the child: start a new one
             if self._loop is None or self._pid != os.getpid() or not (self._thread and self._thread.is_alive()):
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="otel-toolscore-judge", daemon=True)
                 thread.start()
-                if self._loop is None:
+                if not self._atexit:
                     atexit.register(self.close)
+                    self._atexit = True
                 self._loop, self._thread, self._pid = loop, thread, os.getpid()
             return self._loop
+
+    def in_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
 
     def close(self, timeout: float = 2.0) -> None:
         """Cancel what still runs on the loop (litellm's logging worker) and stop it, so the
@@ -625,37 +649,27 @@ class _LoopThread:
         if not thread.is_alive():
             loop.close()
 
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        loop = self._ensure()
-        if threading.current_thread() is self._thread:
-            # called from a coroutine on this very loop: blocking it would deadlock
-            return _run_in_worker(coro)
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
-
-
-def _run_in_worker(coro: Coroutine[Any, Any, Any]) -> Any:
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller below
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, name="otel-toolscore-judge-once", daemon=True)
-    worker.start()
-    worker.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
 
 _RUNNER = _LoopThread()
 
 
+async def on_judge_loop(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await ``coro`` on the judge loop from whatever loop the caller is on. Cancelling the
+    caller cancels the work there too."""
+    loop = _RUNNER.loop()
+    if asyncio.get_running_loop() is loop:
+        return await coro
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
 def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine to completion from sync code, inside a running loop or not."""
-    return _RUNNER.run(coro)
+    """Run a coroutine to completion from sync code (inside a running loop or not) on the judge
+    loop. Not from a coroutine already on the judge loop: await it there instead."""
+    loop = _RUNNER.loop()
+    if _RUNNER.in_loop_thread():
+        coro.close()
+        raise RuntimeError("run_sync called on the judge loop itself (it would deadlock): await ascore instead")
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
 # --- the base of LLM-judged scorers -------------------------------------------------------------
