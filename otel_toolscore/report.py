@@ -9,6 +9,7 @@ from typing import Any, TextIO
 from xml.etree import ElementTree as ET
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from otel_toolscore.scorers.base import Score
@@ -67,7 +68,7 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0) -> Non
             agent = "  ↳ " + agent
         by_name = {s.name: s for s in run.scores}
         tools = ", ".join(c.name or "?" for c in traj.tool_calls) or "—"
-        t.add_row(agent, tools, *(_cell(by_name.get(n)) for n in scorer_names))
+        t.add_row(escape(agent), escape(tools), *(escape(_cell(by_name.get(n))) for n in scorer_names))
     console.print(t)
     issues = [
         (run, s, i)
@@ -76,7 +77,9 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0) -> Non
         for i in _issues(s)
     ]
     for run, s, issue in issues[:20]:
-        console.print(f"  [yellow]•[/] {run.trajectory.agent_name or '?'} · {s.name}: {issue}", highlight=False)
+        # Trace content may hold square brackets: escape it so rich does not read it as markup.
+        console.print(f"  [yellow]•[/] {escape(run.trajectory.agent_name or '?')} · {s.name}: {escape(issue)}",
+                      highlight=False)
     if len(issues) > 20:
         console.print(f"  … {len(issues) - 20} more issues (use --format json for all)")
     files = len({r.source for r in runs})
