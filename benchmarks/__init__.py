@@ -1,0 +1,1 @@
+"""Benchmarks of otel-toolscore: ``python -m benchmarks.run [--quick]`` (see BENCHMARKS.md)."""

@@ -141,6 +141,7 @@ class _Timed(SpanProcessor):
     def __init__(self, inner: SpanProcessor) -> None:
         self.inner = inner
         self.starts: dict[int, int] = {}
+        self.endings = 0
         self.pairs: list[int] = []  # on_start + on_end ns, per span
         self.agent_pairs: list[int] = []
 
@@ -149,10 +150,16 @@ class _Timed(SpanProcessor):
         self.inner.on_start(span, parent_context)
         self.starts[id(span)] = time.perf_counter_ns() - t
 
+    def _on_ending(self, span: Span) -> None:
+        # The SDK calls this on every span just before on_end (the span is still writable).
+        t = time.perf_counter_ns()
+        self.inner._on_ending(span)
+        self.endings = time.perf_counter_ns() - t
+
     def on_end(self, span: ReadableSpan) -> None:
         t = time.perf_counter_ns()
         self.inner.on_end(span)
-        d = time.perf_counter_ns() - t + self.starts.pop(id(span), 0)
+        d = time.perf_counter_ns() - t + self.starts.pop(id(span), 0) + self.endings
         (self.agent_pairs if span.parent is None else self.pairs).append(d)
 
     def shutdown(self) -> None:
@@ -172,6 +179,9 @@ class _PassThrough(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         self._downstream.on_start(span, parent_context=parent_context)
+
+    def _on_ending(self, span: Span) -> None:
+        self._downstream._on_ending(span)
 
     def on_end(self, span: ReadableSpan) -> None:
         self._downstream.on_end(span)

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -42,12 +43,15 @@ class NullProcessor(SpanProcessor):
         self.ended += 1
 
 
+# Older versions of the processor kept a held span's id as hex text (benchmarks.compare and
+# before/after runs import them too).
+_INT_SPAN_IDS = "format(h.span_id" in inspect.getsource(ToolScoreSpanProcessor._score)
+
+
 def ready_item(spans: Sequence[ReadableSpan]) -> _Ready:
     """What the processor hands its worker for a completed trace: the spans, agent spans held."""
-    held = [
-        _Held(s, format(s.context.span_id, "016x"), float("inf"))
-        for s in spans if classify(s) == "agent"
-    ]
+    held = [_Held(s, s.context.span_id if _INT_SPAN_IDS else format(s.context.span_id, "016x"), float("inf"))
+            for s in spans if classify(s) == "agent"]
     return _Ready(spans[0].context.trace_id, list(spans), held)
 
 
@@ -86,23 +90,30 @@ def _is_json(value: Any) -> bool:
     return True
 
 
-def measure(name: str, runs: list[list[ReadableSpan]], repeats: int, telemetry: str) -> dict[str, Any]:
+def measure(name: str, make_runs: Callable[[int], list[list[ReadableSpan]]], repeats: int,
+            telemetry: str) -> dict[str, Any]:
+    """``make_runs(r)``: the runs of repeat r (fresh ones each time, so that no repeat finds
+    the text caches warm from an earlier one, unless the workload itself repeats)."""
     proc, down = make_processor(telemetry)
-    items = [ready_item(spans) for spans in runs]
-    spans_per_run = sum(len(s) for s in runs) / len(runs)
-    time_scoring(proc, items[: max(1, len(items) // 20)])  # warm-up: imports, schema cache, pools
+    warm = make_runs(-1)
+    time_scoring(proc, [ready_item(s) for s in warm[: max(1, len(warm) // 10)]])  # imports, schema cache
     cpu_rates, wall_rates, ratios = [], [], []
-    for _ in range(repeats):
+    n_runs, spans_per_run = 0, 0.0
+    for r in range(repeats):
+        runs = make_runs(r)
+        items = [ready_item(spans) for spans in runs]
+        n_runs, spans_per_run = len(items), sum(len(s) for s in runs) / len(runs)
         base = baseline_seconds(runs)
         cpu, wall = time_scoring(proc, items)
         cpu_rates.append(len(items) / cpu)
         wall_rates.append(len(items) / wall)
         ratios.append(cpu / base if base > 0 else float("nan"))
+        del runs, items
     proc.shutdown()
     cpu_s = summary(cpu_rates)
     return {
         "workload": name,
-        "runs": len(items),
+        "runs": n_runs,
         "spans_per_run": spans_per_run,
         "runs_per_cpu_s": cpu_s,
         "runs_per_wall_s": summary(wall_rates),
@@ -127,11 +138,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     budget_spans = 4_000 if args.quick else 20_000  # spans per repeat, per size
     results = []
     fixtures = [spans for _, spans in fixture_runs()]
+    cycles = 1 if args.quick else 4
     results.append(measure(f"fixtures ({len(fixtures)} recorded traces, cycled)",
-                           (fixtures * (1 if args.quick else 4)), repeats, args.telemetry))
+                           lambda r: fixtures * cycles, repeats, args.telemetry))
     for n in (int(x) for x in args.sizes.split(",")):
         count = max(4, budget_spans // n)
-        results.append(measure(f"synthetic {n}-span runs", synthetic(n, count), repeats, args.telemetry))
+        results.append(measure(f"synthetic {n}-span runs", lambda r, n=n, count=count: synthetic(n, count, seed0=(r + 1) * 1_000_000),
+                               repeats, args.telemetry))
     out = {"benchmark": "throughput", "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
            "repeats": repeats, "results": results}
     for r in results:

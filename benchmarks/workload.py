@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -255,8 +256,13 @@ _RESOURCE = Resource.create({"service.name": "toolscore-bench"})
 _SCOPE = InstrumentationScope("toolscore-bench")
 
 
-def readable_run(specs: Sequence[SpanSpec], trace_id: int, base_time: int = 1_700_000_000_000_000_000) -> list[ReadableSpan]:
-    """The run as ended spans (end order: children before parents), for scoring directly."""
+def readable_run(specs: Sequence[SpanSpec], trace_id: int, base_time: int = 1_700_000_000_000_000_000,
+                 sdk_attributes: bool = True) -> list[ReadableSpan]:
+    """The run as ended spans (end order: children before parents), for scoring directly.
+
+    With ``sdk_attributes`` the attributes are held as the SDK holds them on the spans a
+    TracerProvider hands to processors (``BoundedAttributes``), else as plain dicts (as in
+    spans decoded from OTLP)."""
     ids = [(trace_id * 7919 + i + 1) & 0xFFFFFFFFFFFFFFFF or 1 for i in range(len(specs))]
     spans: list[ReadableSpan] = []
     clock = [base_time]
@@ -274,7 +280,9 @@ def readable_run(specs: Sequence[SpanSpec], trace_id: int, base_time: int = 1_70
         spans.append(ReadableSpan(
             name=spec.name,
             context=SpanContext(trace_id, ids[i], False, TraceFlags(TraceFlags.SAMPLED)),
-            parent=parent, resource=_RESOURCE, attributes=spec.attributes, kind=spec.kind,
+            parent=parent, resource=_RESOURCE, kind=spec.kind,
+            attributes=BoundedAttributes(attributes=spec.attributes, immutable=True) if sdk_attributes
+            else spec.attributes,
             start_time=start, end_time=clock[0], instrumentation_scope=_SCOPE,
         ))
 

@@ -289,9 +289,13 @@ def _step_key(builder: _CallBuilder):
 # --- tool calls: one per real call --------------------------------------------------------------
 
 
+#: json.dumps(…, sort_keys=True, default=str), its encoder built once
+_CANON_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def _canon(args: Any) -> str:
     try:
-        return json.dumps(args, sort_keys=True, default=str)
+        return _CANON_ENCODER.encode(args)
     except (TypeError, ValueError):
         return repr(args)
 
@@ -305,6 +309,9 @@ class _CallBuilder:
         self._by_id: dict[str, ToolCall] = {}
         #: results seen in model input; id-less ones keep their position among that input's results
         self._results: list[tuple[ToolResultPart, int | None]] = []
+        #: history messages whose echo is known to change nothing but add these results again
+        #: (message objects are shared between the LLM spans that repeat them: ReadMemo)
+        self._settled: dict[int, tuple[Message, tuple[tuple[ToolResultPart, None], ...]]] = {}
         self._seq = 0
         self.problems: list[str] = []
 
@@ -332,6 +339,10 @@ class _CallBuilder:
         seen_in_this_input: dict[str, int] = defaultdict(int)
         idless = 0
         for m in history:
+            settled = self._settled.get(id(m))
+            if settled is not None:
+                self._results.extend(settled[1])
+                continue
             for req in m.tool_calls:
                 self._history_call(req, f, seen_in_this_input)
             for part in m.tool_results:
@@ -340,6 +351,7 @@ class _CallBuilder:
                     idless += 1
                 else:
                     self._results.append((part, None))
+            self._settle(m)
         offered = [d.name for d in f.tool_definitions] if f.tool_definitions else None
         requested: list[str] = []
         for m in f.output_messages or []:
@@ -358,6 +370,20 @@ class _CallBuilder:
             tool_definitions=list(f.tool_definitions or []), tool_call_ids=requested, start_time=f.start,
             end_time=f.end,
         )
+
+    def _settle(self, m: Message) -> None:
+        """Remember a history message whose next echo can only repeat what this one did.
+
+        Every call it echoes has an id that now names a call already marked as seen in history
+        (ids are not re-mapped while LLM spans are added), and every result it carries has an
+        id: a later echo of the same message object adds those results again and nothing else.
+        Later LLM spans repeat the whole history, so this keeps a run's assembly from
+        re-walking it call by call for every model request.
+        """
+        if all(req.id and req.id in self._by_id for req in m.tool_calls) and all(
+            part.tool_call_id is not None for part in m.tool_results
+        ):
+            self._settled[id(m)] = (m, tuple((part, None) for part in m.tool_results))
 
     def _history_call(self, req: ToolCallRequest, f: SpanFacts, seen: dict[str, int]) -> None:
         if req.id and req.id in self._by_id:

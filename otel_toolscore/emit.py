@@ -124,20 +124,32 @@ def _describe_issue(issue: Mapping[str, Any]) -> str:
     return f"{issue.get('type')}: {message}" if message else str(issue.get("type"))
 
 
-def _matching_call(
-    trajectory: Trajectory, index: int, report: Mapping[str, Any]
-) -> ToolCall | None:
+class _RunCalls:
+    """A run's tool calls, in order, and the first call with each id (built once per run, not
+    once per per-call report)."""
+
+    __slots__ = ("calls", "by_id")
+
+    def __init__(self, trajectory: Trajectory) -> None:
+        self.calls = trajectory.tool_calls
+        self.by_id: dict[str, ToolCall] = {}
+        for call in self.calls:
+            if call.id is not None:
+                self.by_id.setdefault(call.id, call)
+
+
+def _matching_call(run_calls: _RunCalls, index: int, report: Mapping[str, Any]) -> ToolCall | None:
     """The trajectory's call a per-call report is about: by id, else by position.
 
     Scorers report calls in trajectory order, so the position is right when ids are missing;
     the name check keeps a report from being pinned on the wrong span if that ever changes.
     """
-    calls = trajectory.tool_calls
+    calls = run_calls.calls
     call_id = report.get("tool_call_id")
-    if call_id is not None:
-        for call in calls:
-            if call.id == call_id:
-                return call
+    if isinstance(call_id, str):  # call ids are strings: nothing else equals one
+        found = run_calls.by_id.get(call_id)
+        if found is not None:
+            return found
     if index < len(calls):
         call = calls[index]
         name = report.get("name")
@@ -419,6 +431,7 @@ class Emitter:
             return
         try:
             run_context = _context(trajectory.trace_id, trajectory.span_id)
+            run_calls = _RunCalls(trajectory)
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVENTS)
             return
@@ -430,13 +443,14 @@ class Emitter:
                     attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
                 self._emit(run_context, attributes, error=score.error is not None)
                 for index, report in _call_reports(score):
-                    self._emit_call(trajectory, score, index, report, run_context)
+                    self._emit_call(trajectory, run_calls, score, index, report, run_context)
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 
     def _emit_call(
         self,
         trajectory: Trajectory,
+        run_calls: _RunCalls,
         score: Score,
         index: int,
         report: Mapping[str, Any],
@@ -455,7 +469,7 @@ class Emitter:
         if issues:
             text = "; ".join(_describe_issue(issue) for issue in issues)
             attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = self._explanation(text)
-        call = _matching_call(trajectory, index, report)
+        call = _matching_call(run_calls, index, report)
         tool_name = report.get("name") or (call.name if call else None)
         if isinstance(tool_name, str) and tool_name:
             attributes[semconv.GEN_AI_TOOL_NAME] = tool_name

@@ -70,13 +70,30 @@ class Engine:
         self._judges: _JudgeLoop | None = _JudgeLoop(settings.llm_max_inflight) if self.llm_scorers else None
 
     def score(self, spans: Sequence[ReadableSpan]) -> list[RunResult]:
+        # Sampling is decided per trace id before anything is read: a trace that no scorer
+        # (code or LLM) samples is not assembled at all. Its runs would get no scores, and a
+        # run without scores emits nothing and leaves its held span as it was.
+        wanted: dict[int, bool] = {}
+        kept = []
+        for span in spans:
+            ctx = span.context
+            if ctx is None:
+                continue
+            keep = wanted.get(ctx.trace_id)
+            if keep is None:
+                keep = wanted[ctx.trace_id] = self._any_sampled(ctx.trace_id)
+            if keep:
+                kept.append(span)
         results = []
-        for traj in build_trajectories(spans):
+        for traj in build_trajectories(kept):
             self._apply_rules(traj)
             trace_id = int(traj.trace_id, 16)
             active = [s for s in self.code_scorers if sampled(trace_id, self._rate(s))]
             results.append(RunResult(traj, run_scorers(traj, active)))
         return results
+
+    def _any_sampled(self, trace_id: int) -> bool:
+        return any(sampled(trace_id, self._rate(s)) for s in (*self.code_scorers, *self.llm_scorers))
 
     def _rate(self, scorer: Scorer) -> float:
         name = str(getattr(scorer, "name", ""))

@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 import weakref
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,18 +38,24 @@ from otel_toolscore.scorers.base import Scorer
 
 logger = logging.getLogger(__name__)
 
+#: the timer releases a held span up to this much before its hold deadline (never after it), so
+#: that one wake-up releases every hold falling due in that window instead of one each
+_HOLD_SLACK_S = 0.005
+#: the worker offers the GIL to the app's threads after scoring for this long
+_YIELD_AFTER_S = 0.002
 
-@dataclass(eq=False)
+
+@dataclass(eq=False, slots=True)
 class _Held:
     """An agent-like span waiting for its scores. ``released`` makes forwarding exactly-once."""
 
     span: ReadableSpan
-    span_id: str
+    span_id: int
     deadline: float
     released: bool = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _TraceBuffer:
     created: float
     spans: list[ReadableSpan] = field(default_factory=list)
@@ -62,11 +68,27 @@ class _TraceBuffer:
     quiet_scheduled: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Ready:
     trace_id: int
     spans: list[ReadableSpan]
     held: list[_Held]
+
+
+class _ReadyQueue(queue.SimpleQueue):  # type: ignore[type-arg]
+    """Completed traces for the worker. A SimpleQueue (put, get and the worker's wake-up happen
+    in C, not through the Python-level Conditions of queue.Queue) with queue.Queue's bound.
+
+    ``qsize()`` is exact for one producer; threads ending traces at the same moment may
+    overshoot the bound by one item each.
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+
+    def full(self) -> bool:
+        return self.qsize() >= self.maxsize
 
 
 def with_attributes(span: ReadableSpan, extra: dict[str, AttributeValue]) -> ReadableSpan:
@@ -93,7 +115,14 @@ class ToolScoreSpanProcessor(SpanProcessor):
         # and no span came for decision_wait.
         self._quiet = completion == "quiet"
         self._downstream = downstream
+        # Looked up once: the SDK calls _on_ending for every span.
+        self._downstream_on_ending = getattr(downstream, "_on_ending", None)
         self.settings = settings if settings is not None else load_settings(**overrides)
+        # The hot path reads these on every span.
+        self._max_spans = self.settings.max_spans_per_trace
+        self._hold_timeout = self.settings.hold_timeout
+        self._grace = self.settings.completion_grace
+        self._hold_slack = min(_HOLD_SLACK_S, self._hold_timeout / 10)
         self._emitter = Emitter(self.settings, meter_provider=meter_provider, logger_provider=logger_provider)
         self._engine = Engine(self.settings, scorers, self._emitter)
         self._emitter.observe_pending(lambda: len(self._pending))
@@ -108,10 +137,17 @@ class ToolScoreSpanProcessor(SpanProcessor):
     def _init_state(self) -> None:
         self._lock = threading.Lock()
         self._timer_wakeup = threading.Condition(self._lock)
+        self._timer_until = 0.0  # when the sleeping timer wakes up by itself
         self._pending: OrderedDict[int, _TraceBuffer] = OrderedDict()
         self._deadlines: list[tuple[float, int, str, Any]] = []  # (when, seq, what, payload)
+        # Held spans in hold order, which is deadline order (one hold_timeout for all): the
+        # timer looks at the oldest unreleased one only, not at every hold.
+        self._holds: deque[_Held] = deque()
+        # Exactly-once forwarding of held spans; a lock of its own so that the worker and the
+        # timer releasing spans never make the app's threads wait in on_start/on_end.
+        self._release_lock = threading.Lock()
         self._seq = itertools.count()
-        self._queue: queue.Queue[_Ready | None] = queue.Queue(maxsize=self.settings.queue_size)
+        self._queue = _ReadyQueue(self.settings.queue_size)
         self._busy = 0  # ready items taken by the worker and not yet done
         self._idle = threading.Condition(threading.Lock())
         self._shutdown = False
@@ -145,7 +181,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._downstream.on_start(span, parent_context=parent_context)
 
     def _on_ending(self, span: Span) -> None:
-        hook = getattr(self._downstream, "_on_ending", None)
+        hook = self._downstream_on_ending
         if hook is not None:
             hook(span)
 
@@ -154,33 +190,40 @@ class ToolScoreSpanProcessor(SpanProcessor):
         ready: _Ready | None = None
         evicted: _TraceBuffer | None = None
         try:
+            # Everything that needs no shared state is done before taking the lock.
             kind = classify(span)
             ctx = span.context
-            now = time.monotonic()
+            trace_id = ctx.trace_id
+            agent = kind == "agent"
+            now = time.monotonic() if agent or self._quiet else 0.0
+            held = _Held(span, ctx.span_id, now + self._hold_timeout) if agent else None
             with self._lock:
-                buf = self._pending.get(ctx.trace_id) if not self._shutdown else None
+                buf = self._pending.get(trace_id) if not self._shutdown else None
                 if buf is None and self._quiet and not self._shutdown:
-                    buf, evicted = self._new_buffer(ctx.trace_id, now)
+                    buf, evicted = self._new_buffer(trace_id, now)
                 if buf is not None:
-                    buf.open = max(0, buf.open - 1)
-                    if len(buf.spans) >= self.settings.max_spans_per_trace:
-                        evicted = self._pending.pop(ctx.trace_id)
+                    if buf.open > 0:
+                        buf.open -= 1
+                    if len(buf.spans) >= self._max_spans:
+                        evicted = self._pending.pop(trace_id)
                     else:
                         buf.spans.append(span)
                         if kind is not None:
                             buf.genai = True
-                        if kind == "agent":
-                            held = _Held(span, format(ctx.span_id, "016x"), now + self.settings.hold_timeout)
+                        if held is not None:
                             buf.held.append(held)
                             hold = True
-                            self._schedule(held.deadline, "hold", held)
-                            if buf.grace_deadline is None and not self._quiet:
-                                buf.grace_deadline = now + self.settings.completion_grace
-                                self._schedule(buf.grace_deadline, "grace", ctx.trace_id)
+                            self._holds.append(held)
+                            self._wake_timer_by(held.deadline - self._hold_slack)
                         if self._quiet:
-                            self._note_quiet(ctx.trace_id, buf, span, now)
+                            self._note_quiet(trace_id, buf, span, now)
                         else:
-                            ready = self._check_complete(ctx.trace_id, buf, span)
+                            ready = self._check_complete(trace_id, buf, span)
+                            if ready is None and held is not None and buf.grace_deadline is None:
+                                # Children still open: score anyway once the grace period is
+                                # over (a trace complete now needs no grace timer).
+                                buf.grace_deadline = now + self._grace
+                                self._schedule(buf.grace_deadline, "grace", trace_id)
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             # A span already held sits in its buffer with a deadline: the timer releases it.
             logger.debug("otel-toolscore on_end failed", exc_info=True)
@@ -228,22 +271,27 @@ class ToolScoreSpanProcessor(SpanProcessor):
         return None
 
     def _schedule(self, when: float, what: str, payload: Any) -> None:
-        # Under the lock; wakes the timer only when this deadline is its new earliest.
-        entry = (when, next(self._seq), what, payload)
-        heapq.heappush(self._deadlines, entry)
-        if self._deadlines[0] is entry:
+        # Under the lock.
+        heapq.heappush(self._deadlines, (when, next(self._seq), what, payload))
+        self._wake_timer_by(when)
+
+    def _wake_timer_by(self, when: float) -> None:
+        """Under the lock: make sure the timer is up by ``when``. It is woken only when it
+        sleeps past that; while it is awake it looks at every deadline before sleeping again."""
+        if when < self._timer_until:
+            self._timer_until = when
             self._timer_wakeup.notify()
 
     # --- hand-off --------------------------------------------------------------------------------
 
     def _submit(self, ready: _Ready) -> None:
-        try:
-            self._queue.put_nowait(ready)
-        except queue.Full:
-            self.stats["dropped_queue_full"] += 1
-            self._engine.count_dropped()
-            self._emitter.count_evicted("queue_full")
-            self._release_all(ready.held)
+        if not self._queue.full():
+            self._queue.put(ready)
+            return
+        self.stats["dropped_queue_full"] += 1
+        self._engine.count_dropped()
+        self._emitter.count_evicted("queue_full")
+        self._release_all(ready.held)
 
     def _evict(self, buf: _TraceBuffer, reason: str) -> None:
         self.stats[f"evicted_{reason}"] += 1
@@ -252,7 +300,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _release(self, held: _Held, extra: dict[str, AttributeValue] | None = None) -> bool:
         """Forward a held span exactly once, with the scores' attributes when there are any."""
-        with self._lock:
+        with self._release_lock:
             if held.released:
                 return False
             held.released = True
@@ -272,8 +320,11 @@ class ToolScoreSpanProcessor(SpanProcessor):
     # --- timer thread: grace periods, hold deadlines, TTL ------------------------------------------
 
     def _time(self) -> None:
+        holds = self._holds
+        slack = self._hold_slack
         while True:
             due: list[tuple[str, Any]] = []
+            due_holds: list[_Held] = []
             expired: list[_TraceBuffer] = []
             with self._lock:
                 if self._shutdown and not self._deadlines:
@@ -282,6 +333,12 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 while self._deadlines and self._deadlines[0][0] <= now:
                     _, _, what, payload = heapq.heappop(self._deadlines)
                     due.append((what, payload))
+                # Released holds are dropped from the front as they are met; an unreleased one
+                # at the front is either due or is the next thing to wake up for.
+                while holds and (holds[0].released or holds[0].deadline - slack <= now):
+                    h = holds.popleft()
+                    if not h.released:
+                        due_holds.append(h)
                 ttl = self.settings.trace_ttl
                 while self._pending:
                     tid, buf = next(iter(self._pending.items()))
@@ -299,12 +356,15 @@ class ToolScoreSpanProcessor(SpanProcessor):
                         r = self._quiet_due(payload, now)
                         if r is not None:
                             ready.append(r)
-                if not due and not expired:
-                    timeout = (self._deadlines[0][0] - now) if self._deadlines else min(ttl, 1.0)
-                    self._timer_wakeup.wait(timeout=min(max(timeout, 0.0), 1.0))
+                if not due and not due_holds and not expired:
+                    wake = min(self._deadlines[0][0] if self._deadlines else now + min(ttl, 1.0),
+                               holds[0].deadline - slack if holds else now + 1.0)
+                    timeout = min(max(wake - now, 0.0), 1.0)
+                    self._timer_until = now + timeout
+                    self._timer_wakeup.wait(timeout=timeout)
                     continue
-            for what, payload in due:
-                if what == "hold" and self._release(payload):
+            for h in due_holds:
+                if self._release(h):
                     self.stats["holds_expired"] += 1
             for buf in expired:
                 self._evict(buf, "trace_ttl")
@@ -329,10 +389,13 @@ class ToolScoreSpanProcessor(SpanProcessor):
     # --- worker thread: scoring ----------------------------------------------------------------
 
     def _work(self) -> None:
+        busy_since = 0.0  # when the worker started running without a break; 0: it was idle
         while True:
             item = self._queue.get()
             if item is None:
                 return
+            if not busy_since:
+                busy_since = time.perf_counter()
             with self._idle:
                 self._busy += 1
             try:
@@ -344,10 +407,19 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 with self._idle:
                     self._busy -= 1
                     self._idle.notify_all()
+            # Let the app's threads have the GIL between runs once the worker has had it for a
+            # while: a thread waiting for it would otherwise wait out the interpreter's switch
+            # interval (5 ms). Not after every run: a waiting app thread keeps the GIL for that
+            # long once it has it, and cheap runs (not sampled) would crawl.
+            if self._queue.empty():
+                busy_since = 0.0  # the next get() waits, and frees the GIL while it does
+            elif time.perf_counter() - busy_since >= _YIELD_AFTER_S:
+                time.sleep(0)
+                busy_since = time.perf_counter()
 
     def _score(self, item: _Ready) -> None:
         results = self._engine.score(item.spans)
-        by_id = {h.span_id: h for h in item.held}
+        by_id = {format(h.span_id, "016x"): h for h in item.held}
         spans_by_id = {format(s.context.span_id, "016x"): s for s in item.spans}
         emitted: list[tuple[RunResult, ReadableSpan | None]] = []
         for result in results:
@@ -411,15 +483,13 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._wait_idle(time.monotonic() + min(self.settings.hold_timeout, self.settings.shutdown_timeout))
         with self._lock:
             self._shutdown = True
-            stranded = [h for _, _, what, h in self._deadlines if what == "hold"]
+            stranded = list(self._holds)
+            self._holds.clear()
             self._deadlines.clear()
             self._timer_wakeup.notify()
         # Whatever is still held (scoring too slow, queue full) leaves now, unscored.
         self._release_all(leftovers + stranded)
-        try:
-            self._queue.put_nowait(None)
-        except queue.Full:
-            pass
+        self._queue.put(None)
         self._worker.join(timeout=1.0)
         self._timer.join(timeout=1.0)
         self._engine.close(self.settings.shutdown_timeout)

@@ -11,7 +11,7 @@ from otel_toolscore.trajectory import Document, Message, ToolDefinition
 Role = Literal["agent", "llm", "tool", "retrieval", "other"]
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolExecution:
     """A tool span: the call as executed."""
 
@@ -26,7 +26,7 @@ class ToolExecution:
     error: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class SpanFacts:
     """A span read by every convention that recognises it.
 

@@ -8,6 +8,7 @@ litellm's OTel callback writes the same flattened form.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -24,7 +25,7 @@ _LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
 
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     kind = attrs.get(sc.TL_SPAN_KIND)
-    flattened = any(k.startswith((sc.TL_PROMPT_PREFIX, sc.TL_COMPLETION_PREFIX)) for k in attrs)
+    flattened = any(map(str.startswith, attrs, repeat((sc.TL_PROMPT_PREFIX, sc.TL_COMPLETION_PREFIX))))
     if kind is None and not flattened and sc.LLM_REQUEST_TYPE not in attrs:
         return
     facts.note(NAME)

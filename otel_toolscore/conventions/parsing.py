@@ -20,6 +20,9 @@ from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, 
 
 #: cap on what we try to parse: a 10 MB attribute is kept raw, not parsed
 MAX_PARSE_CHARS = 2_000_000
+# json.dumps with any non-default option builds a new encoder per call; these are those calls'
+# encoders, built once (encode() keeps no state between calls, so sharing them is safe).
+_TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False)
 _NOT_PARSED = object()
 
 
@@ -34,7 +37,7 @@ def as_text(value: Any) -> str | None:
     if isinstance(value, (bool, int, float)):
         return json.dumps(value)
     try:
-        return json.dumps(list(value) if isinstance(value, tuple) else value, ensure_ascii=False)
+        return _TEXT_ENCODER.encode(list(value) if isinstance(value, tuple) else value)
     except (TypeError, ValueError):
         return str(value)
 
@@ -147,6 +150,9 @@ class ReadMemo:
             if not isinstance(parsed, list):
                 return None
             items = convert(parsed)
+            if not parsed:
+                # "[]" + "," + more is no JSON: only a non-empty list can be extended.
+                return list(items)
         seen.append((text, items))
         if len(seen) > _MEMO_LISTS:
             del seen[0]
@@ -259,7 +265,7 @@ def unwrap_arguments(parsed: Any) -> Any:
         if "input_str" in parsed and set(parsed) <= _LANGCHAIN_TOOL_INPUT_KEYS:
             inner = loads(parsed["input_str"])
             return inner if inner is not None else parsed["input_str"]
-        if set(parsed) == {"args", "kwargs"} and isinstance(parsed.get("kwargs"), dict):
+        if len(parsed) == 2 and "args" in parsed and isinstance(parsed.get("kwargs"), dict):
             if not parsed.get("args"):
                 return parsed["kwargs"]
     return parsed

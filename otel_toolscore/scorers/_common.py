@@ -9,6 +9,10 @@ from typing import Any
 from otel_toolscore.trajectory import LLMCall, ToolCall, Trajectory
 
 _MAX_ACTUAL_CHARS = 200
+# json.dumps with non-default options builds a new encoder on every call; these are built once
+# (encode() keeps no state between calls, so sharing them is safe).
+_SMALL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +59,7 @@ def small_json(value: Any) -> Any:
         if all(v is None or isinstance(v, (bool, int, float, str)) for v in value):
             return [clip(v) if isinstance(v, str) else v for v in value]
     try:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        text = _SMALL_ENCODER.encode(value)
     except (TypeError, ValueError):
         text = repr(value)
     return clip(text)
@@ -68,9 +72,7 @@ def clip(text: str, limit: int = _MAX_ACTUAL_CHARS) -> str:
 def canonical_json(value: Any) -> str:
     """Order-insensitive text of a JSON-like value, for equality of arguments and results."""
     try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-        )
+        return _CANONICAL_ENCODER.encode(value)
     except (TypeError, ValueError):
         return repr(value)
 

@@ -148,10 +148,14 @@ class Scorer(ABC):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+#: json.dumps(…, allow_nan=False), its encoder built once
+_STRICT_ENCODER = json.JSONEncoder(allow_nan=False)
+
+
 def _check_json_serialisable(details: dict[str, Any]) -> None:
     # Details travel as event attributes and JSON lines; a scorer bug that puts a set or a
     # model object there must surface as a scorer error here, not as an exporter crash later.
-    json.dumps(details, allow_nan=False)
+    _STRICT_ENCODER.encode(details)
 
 
 # --- registry -----------------------------------------------------------------------------------

@@ -401,8 +401,14 @@ def grounding_index(trajectory: Trajectory) -> FactIndex:
         for text in (call.result_raw, call.error):
             if text:
                 index.add_text(text)
+    seen: set[int] = set()
     for llm in trajectory.llm_calls:
         for message in llm.input_messages:
+            # Every request repeats the history before it, as the same message objects: a
+            # message met again adds texts the index already has.
+            if id(message) in seen:
+                continue
+            seen.add(id(message))
             if message.role in ("user", "system", "developer", "tool") and message.content:
                 index.add_text(message.content)
             for part in message.tool_results:

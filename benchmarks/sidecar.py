@@ -1,0 +1,241 @@
+"""Sidecar ingest: spans per second through ``otel-toolscore serve`` (``ToolScoreServer``), received
+over OTLP gRPC or HTTP (protobuf), scored and forwarded, on one core.
+
+The server runs in its own process pinned to one CPU (``sched_setaffinity``), with its span
+exporter replaced by a counting no-op exporter and events/metrics into the providers chosen by
+``--telemetry``. The client, pinned to the other CPU, sends pre-encoded
+``ExportTraceServiceRequest``s (10-span GenAI agent runs, ``workload.genai_run``, every trace id
+distinct) from ``--clients`` threads, and retries a request the server refuses as busy (HTTP 503
+/ gRPC UNAVAILABLE) after a short pause. Figures: accepted spans per second while sending; and
+spans per second until every span (plus the evaluation spans) has been exported upstream, which
+includes the last traces' ``decision_wait``. The agent spans that came out carrying
+``toolscore.*`` attributes are counted to show the runs were scored.
+
+    .venv/bin/python -m benchmarks.sidecar [--quick] [--protocols grpc,http]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from benchmarks.common import emit_json, machine, telemetry_providers
+from benchmarks.workload import genai_run, readable_run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _Counting(SpanExporter):
+    def __init__(self) -> None:
+        self.spans = 0
+        self.scored = 0
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        scored = sum(1 for s in spans if s.parent is None and "toolscore.tool_call_validation.label" in (s.attributes or {}))
+        with self._lock:
+            self.spans += len(spans)
+            self.scored += scored
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def serve(cpu: int, telemetry: str, decision_wait: float) -> None:
+    """The server process: start, print the ports, answer ``stats`` lines on stdin."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {cpu})
+    from otel_toolscore.server import ToolScoreServer
+
+    exporter = _Counting()
+    mp, lp, _ = telemetry_providers(telemetry)
+    server = ToolScoreServer(span_exporter=exporter, meter_provider=mp, logger_provider=lp, grpc_port=0,
+                             http_port=0, decision_wait=decision_wait)
+    addresses = server.start()
+    print(json.dumps({"grpc": addresses.grpc_port, "http": addresses.http_port}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "stats":
+            proc = server.processor
+            print(json.dumps({"exported": exporter.spans, "scored": exporter.scored,
+                              "server": dict(server.stats), "processor": dict(proc.stats) if proc else {},
+                              "cpu_s": time.process_time()}), flush=True)
+        elif line.strip() == "stop":
+            break
+    server.stop(30.0)
+
+
+def encode(n_requests: int, runs_per_request: int, seed0: int) -> list[bytes]:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    pool = [genai_run(10, seed=i) for i in range(200)]
+    out = []
+    k = seed0
+    for _ in range(n_requests):
+        spans: list[ReadableSpan] = []
+        for _ in range(runs_per_request):
+            k += 1
+            spans.extend(readable_run(pool[k % len(pool)], trace_id=(k << 32) | 0x1234))
+        out.append(encode_spans(spans).SerializeToString())
+    return out
+
+
+class _Client:
+    def __init__(self, protocol: str, port: int) -> None:
+        self.protocol = protocol
+        self.port = port
+        self.retries = 0
+        if protocol == "grpc":
+            import grpc
+
+            self._channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[
+                ("grpc.max_send_message_length", 64 * 1024 * 1024)])
+            self._call = self._channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+
+    def send(self, body: bytes) -> None:
+        while True:
+            if self.protocol == "grpc":
+                import grpc
+
+                try:
+                    self._call(body, timeout=60)
+                    return
+                except grpc.RpcError as exc:
+                    if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
+                        raise
+            else:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                try:
+                    conn.request("POST", "/v1/traces", body=body,
+                                 headers={"Content-Type": "application/x-protobuf"})
+                    resp = conn.getresponse()
+                    resp.read()
+                    if resp.status == 200:
+                        return
+                    if resp.status != 503:
+                        raise RuntimeError(f"HTTP {resp.status}")
+                finally:
+                    conn.close()
+            self.retries += 1
+            time.sleep(0.02)
+
+
+def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int, telemetry: str,
+            decision_wait: float, server_cpu: int, client_cpu: int) -> dict[str, Any]:
+    server = subprocess.Popen([sys.executable, "-m", "benchmarks.sidecar", "--_serve", str(server_cpu),
+                               "--telemetry", telemetry, "--decision-wait", str(decision_wait)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        ports = json.loads(server.stdout.readline())
+
+        def stats() -> dict[str, Any]:
+            server.stdin.write("stats\n")  # type: ignore[union-attr]
+            server.stdin.flush()  # type: ignore[union-attr]
+            return json.loads(server.stdout.readline())  # type: ignore[union-attr]
+
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {client_cpu})
+        bodies = encode(n_requests, runs_per_request, seed0=1_000_000 if protocol == "grpc" else 2_000_000)
+        total_spans = n_requests * runs_per_request * 10
+        warm = _Client(protocol, ports[protocol])
+        for body in encode(2, runs_per_request, seed0=3_000_000 + (protocol == "grpc")):
+            warm.send(body)
+        deadline = time.perf_counter() + decision_wait + 60
+        while True:  # the warm-up's runs scored and exported before the clock starts
+            base = stats()
+            if (base["exported"] >= 2 * runs_per_request * 10 and base["scored"] >= 2 * runs_per_request) \
+                    or time.perf_counter() > deadline:
+                break
+            time.sleep(0.05)
+        work = list(range(len(bodies)))
+        lock = threading.Lock()
+        workers = [_Client(protocol, ports[protocol]) for _ in range(clients)]
+
+        def loop(client: _Client) -> None:
+            while True:
+                with lock:
+                    if not work:
+                        return
+                    i = work.pop()
+                client.send(bodies[i])
+
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=loop, args=(c,)) for c in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        sent_s = time.perf_counter() - t0
+        expected = base["exported"] + total_spans
+        while True:
+            s = stats()
+            if s["exported"] >= expected and s["scored"] - base["scored"] >= n_requests * runs_per_request:
+                break
+            if time.perf_counter() - t0 > sent_s + 120:
+                break
+            time.sleep(0.05)
+        done_s = time.perf_counter() - t0
+        server.stdin.write("stop\n")
+        server.stdin.flush()
+        server.wait(60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    return {
+        "protocol": protocol, "spans": total_spans, "requests": n_requests, "spans_per_request": runs_per_request * 10,
+        "clients": clients, "accept_s": sent_s, "accepted_spans_per_s": total_spans / sent_s,
+        "forwarded_s": done_s, "forwarded_spans_per_s": total_spans / done_s,
+        "exported": s["exported"] - base["exported"], "runs": n_requests * runs_per_request,
+        "runs_scored": s["scored"] - base["scored"], "busy_retries": sum(c.retries for c in workers),
+        "server_cpu_s": s["cpu_s"] - base["cpu_s"], "server_stats": s["server"], "processor_stats": s["processor"],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--protocols", default="grpc,http")
+    ap.add_argument("--requests", type=int, default=None)
+    ap.add_argument("--runs-per-request", type=int, default=50, help="10-span runs per request (500 spans)")
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--telemetry", choices=("sdk", "noop"), default="sdk")
+    ap.add_argument("--decision-wait", type=float, default=0.5)
+    ap.add_argument("--_serve", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args._serve is not None:
+        serve(args._serve, args.telemetry, args.decision_wait)
+        return {}
+    n_requests = args.requests or (40 if args.quick else 200)
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0, 1]
+    server_cpu, client_cpu = cpus[0], cpus[-1]
+    out: dict[str, Any] = {"benchmark": "sidecar", "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
+                           "server_cpu": server_cpu, "client_cpu": client_cpu, "results": []}
+    for protocol in args.protocols.split(","):
+        r = measure(protocol, n_requests, args.runs_per_request, args.clients, args.telemetry, args.decision_wait,
+                    server_cpu, client_cpu)
+        out["results"].append(r)
+        print(f"{protocol:4s}: {r['spans']} spans in {r['requests']} requests: accepted {r['accepted_spans_per_s']:.0f} "
+              f"spans/s, scored+forwarded {r['forwarded_spans_per_s']:.0f} spans/s (all exported after "
+              f"{r['forwarded_s']:.1f} s); runs scored {r['runs_scored']}/{r['runs']}; busy retries "
+              f"{r['busy_retries']}; server CPU {r['server_cpu_s']:.1f} s", file=sys.stderr)
+    emit_json(out)
+    return out
+
+
+if __name__ == "__main__":
+    main()

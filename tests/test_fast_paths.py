@@ -1,0 +1,248 @@
+"""The performance shortcuts give exactly what the plain paths give.
+
+* ``ReadMemo`` / ``read_trace``: a chat history that extends an earlier one is parsed only in its
+  new part; the facts must equal ``read_span`` on each span alone.
+* ``classify`` / ``read_span`` read the SDK's attribute dict directly; the answers must equal
+  those for the same attributes in a plain mapping.
+* ``extract_facts`` skips patterns whose required characters are missing; the facts must equal
+  those of running every pattern.
+* ``Engine.score`` skips reading traces that no scorer samples.
+* the processor's hold deadlines (a queue in hold order, released early by at most a small
+  slack, never late) still release a held span whose scoring hangs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from otel_toolscore import read_otlp_json
+from otel_toolscore.conventions import classify, read_span, read_trace
+from otel_toolscore.conventions import parsing as p
+from otel_toolscore.conventions.genai import _convert_messages
+from otel_toolscore.scorers import _facts
+from otel_toolscore.scorers.base import Score, Scorer
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "fixtures" / "traces"
+CAPTURES = ROOT / "tests" / "conformance" / "captures"
+FIXTURES = sorted(SHARED.glob("*/*.json")) + sorted(CAPTURES.glob("*/*.json"))
+TRACE_FILES = [f for f in FIXTURES if f.name not in ("labels.json", "stacks.json")]
+
+
+def _facts_of(facts: list[Any]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(f) for f in facts]
+
+
+# --- ReadMemo and read_trace -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", TRACE_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_read_trace_equals_reading_each_span_alone(path: Path) -> None:
+    spans = read_otlp_json(path)
+    assert _facts_of(read_trace(spans)) == _facts_of([read_span(s, i) for i, s in enumerate(spans)])
+    # in any order (OTLP files need not list spans in the order they ended)
+    rev = list(reversed(spans))
+    assert _facts_of(read_trace(rev)) == _facts_of([read_span(s, i) for i, s in enumerate(rev)])
+
+
+_part = st.fixed_dictionaries({"type": st.just("text"), "content": st.text(max_size=20)})
+_call = st.fixed_dictionaries({
+    "type": st.just("tool_call"), "id": st.text("abc123", min_size=1, max_size=6),
+    "name": st.sampled_from(["get_weather", "send_email"]),
+    "arguments": st.dictionaries(st.text("xyz", max_size=3), st.integers() | st.text(max_size=5), max_size=2),
+})
+_message = st.fixed_dictionaries({
+    "role": st.sampled_from(["system", "user", "assistant", "tool"]),
+    "parts": st.lists(_part | _call, max_size=3),
+}) | st.text(max_size=10) | st.integers() | st.none()
+_separators = st.sampled_from([(",", ":"), (", ", ": "), (" ,", " : ")])
+
+
+def _plain(text: str) -> list[Any] | None:
+    ok, parsed = p.try_loads(text)
+    return _convert_messages(parsed) if ok and isinstance(parsed, list) else None
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=st.lists(_message, max_size=8), cuts=st.lists(st.integers(0, 8), max_size=4),
+       separators=_separators, indent=st.sampled_from([None, 1]))
+def test_growing_histories_parse_as_a_full_parse_does(history: list[Any], cuts: list[int],
+                                                       separators: tuple[str, str], indent: int | None) -> None:
+    texts = [json.dumps(history[:c], separators=separators, indent=indent) for c in sorted(cuts)]
+    texts.append(json.dumps(history, separators=separators, indent=indent))
+    memo = p.ReadMemo()
+    for text in texts:
+        got = memo.json_list("k", text.strip(), _convert_messages)
+        assert got == _plain(text)
+
+
+@pytest.mark.parametrize("earlier, later", [
+    ('[{"role":"user","content":"a"}]', '[{"role":"user","content":"a"},]'),  # trailing comma: not JSON
+    ('[{"role":"user","content":"a"}]', '[{"role":"user","content":"a"}, ]'),
+    ('[{"role":"user","content":"a"}]', '[{"role":"user","content":"a"}]x'),
+    ('[{"role":"user","content":"a"}]', '[{"role":"user","content":"a"},\x0c{"role":"user"}]'),  # not JSON space
+    ("[1]", "[12]"),
+    ("[1]", "[1.5]"),
+    ("[]", '[,{"role":"user"}]'),
+    ('["a"]', '["a","b"]'),
+    ('["a"]', '["a"\n,\n"b"]'),
+    ("[{'role': 'user'}]", "[{'role': 'user'}, {'role': 'assistant'}]"),  # Python reprs: not JSON
+])
+def test_edge_cases_of_extension(earlier: str, later: str) -> None:
+    with p.shared_memo():
+        got = [p.json_list_of(t, "k", _convert_messages) for t in (earlier, later)]
+    assert got == [_plain(earlier), _plain(later)]
+
+
+# --- attributes read from the SDK's dict ----------------------------------------------------------
+
+ATTRIBUTE_SETS: list[dict[str, Any]] = [
+    {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a", "toolscore.expected_tool": "x"},
+    {"gen_ai.operation.name": "chat", "gen_ai.input.messages": '[{"role":"user","content":"hi"}]'},
+    {"openinference.span.kind": "AGENT"},
+    {"openinference.span.kind": "CHAIN"},
+    {"traceloop.span.kind": "workflow"},
+    {"ai.operationId": "ai.generateText"},
+    {"mastra.span.type": "agent_run"},
+    {"gen_ai.system": "openai"},
+    {"http.request.method": "GET", "url.full": "http://x"},
+    {},
+]
+
+
+@pytest.mark.parametrize("attrs", ATTRIBUTE_SETS)
+@pytest.mark.parametrize("root", [True, False])
+def test_sdk_spans_read_as_plain_spans(attrs: dict[str, Any], root: bool) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    if root:
+        tracer.start_span("s", attributes=attrs).end()
+    else:
+        with tracer.start_as_current_span("parent"):
+            tracer.start_span("s", attributes=attrs).end()
+    sdk_span = next(s for s in exporter.get_finished_spans() if s.name == "s")
+    assert isinstance(sdk_span._attributes, BoundedAttributes)  # the shortcut is taken
+    plain = ReadableSpan(name="s", context=sdk_span.context, parent=sdk_span.parent, attributes=dict(attrs),
+                         start_time=sdk_span.start_time, end_time=sdk_span.end_time)
+    assert classify(sdk_span) == classify(plain)
+    assert dataclasses.asdict(read_span(sdk_span)) == dataclasses.asdict(read_span(plain))
+
+
+def test_spans_without_sdk_internals_use_the_public_attributes() -> None:
+    class Foreign(ReadableSpan):
+        @property
+        def attributes(self) -> Any:  # what a non-SDK span type might expose
+            return {"gen_ai.operation.name": "invoke_agent"}
+
+    span = Foreign(name="x", context=SpanContext(1, 2, False, TraceFlags(1)))
+    span._attributes = None  # type: ignore[assignment]
+    assert classify(span) == "agent"
+
+
+# --- extract_facts guards ----------------------------------------------------------------------
+
+
+def _every_pattern(text: str) -> tuple[_facts.Fact, ...]:
+    extractor = _facts._Extractor(text[: _facts._MAX_TEXT].replace("’", "'"))
+    for pattern, make, *_ in _facts._PIPELINE:
+        extractor.run(pattern, make)
+    return tuple(extractor.facts)
+
+
+_PIECES = list("0123456789 ,.:;/-_#@$€£¥₹%'’\"()[]{}abcdefjmnprstuyACDEFJMPSUW°º\u017f\u212a\u0130\u0131ß\n٣") + [
+    "Jan", "sept", "USD", "inr", "İNR", "per cent", "pct", "http://", "www.", "am", "p.m.", "dollars", "bucks",
+    "ſep", "ſek", "2025-06-14", "12:30", "03/04/2025", "1,234.5", "°F", "km/h", "#1234", "AB1234", "deadbeef7",
+]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30).map("".join))
+def test_extract_facts_skips_only_patterns_that_cannot_match(text: str) -> None:
+    assert _facts.extract_facts.__wrapped__(text) == _every_pattern(text)
+
+
+@pytest.mark.parametrize("path", TRACE_FILES[::3], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_extract_facts_on_fixture_texts(path: Path) -> None:
+    for span in read_otlp_json(path):
+        for value in (span.attributes or {}).values():
+            if isinstance(value, str):
+                for text in (value, *value.split('"')):
+                    assert _facts.extract_facts.__wrapped__(text) == _every_pattern(text)
+
+
+# --- engine: unsampled traces are not read ----------------------------------------------------------
+
+
+def test_traces_no_scorer_samples_are_not_assembled(monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_toolscore import engine as engine_module
+    from otel_toolscore.config import load_settings
+    from otel_toolscore.emit import Emitter
+
+    settings_ = load_settings(default_sample_rate=0.0, metrics=False, events=False)
+    eng = engine_module.Engine(settings_, None, Emitter(settings_))
+    seen: list[int] = []
+    real = engine_module.build_trajectories
+    monkeypatch.setattr(engine_module, "build_trajectories", lambda spans: seen.append(len(list(spans))) or real([]))
+    spans = read_otlp_json(TRACE_FILES[0])
+    assert eng.score(spans) == []
+    assert seen == [0]
+
+
+# --- processor: hold deadlines -------------------------------------------------------------------
+
+
+class _Hanging(Scorer):
+    name = "hanging"
+    kind = "code"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def _score(self, trajectory: Any) -> Score:
+        time.sleep(self.seconds)
+        return Score(name=self.name, value=1.0)
+
+
+def test_holds_are_released_on_time_while_others_were_scored_in_between() -> None:
+    from otel_toolscore.processor import ToolScoreSpanProcessor
+
+    exporter = InMemorySpanExporter()
+    processor = ToolScoreSpanProcessor(SimpleSpanProcessor(exporter), [_Hanging(0.6)], hold_timeout=0.3,
+                                       completion_grace=0.01, metrics=False, events=False)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    ends = {}
+    for i in range(3):
+        with tracer.start_as_current_span(f"invoke_agent a{i}", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
+                pass
+        ends[f"invoke_agent a{i}"] = time.monotonic()
+    arrived: dict[str, float] = {}
+    deadline = time.monotonic() + 5
+    while len(arrived) < 3 and time.monotonic() < deadline:
+        for s in exporter.get_finished_spans():
+            if s.name.startswith("invoke_agent") and s.name not in arrived:
+                arrived[s.name] = time.monotonic()
+        time.sleep(0.01)
+    assert set(arrived) == set(ends)
+    for name, t in arrived.items():
+        waited = t - ends[name]
+        assert 0.3 - 0.03 - 0.01 <= waited < 0.3 + 0.25, (name, waited)  # never before slack, never much after
+    assert processor.stats["holds_expired"] == 3
+    provider.shutdown()
