@@ -68,6 +68,15 @@ class _TraceBuffer:
     quiet_scheduled: bool = False
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """How full the processor's bounds are (``ToolScoreSpanProcessor.backlog()``)."""
+
+    pending_traces: int
+    oldest_pending_age_s: float | None
+    queue_full: bool
+
+
 @dataclass(slots=True)
 class _Ready:
     trace_id: int
@@ -459,6 +468,14 @@ class ToolScoreSpanProcessor(SpanProcessor):
                     return False
                 self._idle.wait(timeout=min(remaining, 0.05))
         return True
+
+    def backlog(self) -> Backlog:
+        """How full the processor's bounds are, for a receiver deciding whether to push back."""
+        with self._lock:
+            oldest = next(iter(self._pending.values())).created if self._pending else None
+            pending = len(self._pending)
+        return Backlog(pending_traces=pending, oldest_pending_age_s=None if oldest is None else time.monotonic() - oldest,
+                       queue_full=self._queue.full())
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000

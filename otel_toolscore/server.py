@@ -892,19 +892,17 @@ class ToolScoreServer:
         proc = self.processor
         if proc is None:
             return "not started"
-        with proc._lock:
-            pending = len(proc._pending)
-            oldest = next(iter(proc._pending.values())).created if proc._pending else None
-        if pending >= proc.settings.max_pending_traces and oldest is not None:
+        backlog = proc.backlog()
+        pending, age = backlog.pending_traces, backlog.oldest_pending_age_s
+        if pending >= proc.settings.max_pending_traces and age is not None:
             # Full of young traces: load is too high, the client should back off. Full of old
             # ones (a root that never arrives keeps a trace until trace_ttl): refusing would stop
             # all traffic for minutes, so the processor evicts the oldest instead (its spans are
             # forwarded unscored, counted in toolscore.traces.evicted).
             stale_after = proc.settings.hold_timeout + proc.settings.decision_wait
-            if time.monotonic() - oldest < stale_after:
+            if age < stale_after:
                 return f"{pending} traces are waiting to complete (max_pending_traces)"
-        ready = getattr(proc, "_queue", None)
-        if ready is not None and ready.full():
+        if backlog.queue_full:
             return "the scoring queue is full (queue_size)"
         return None
 
