@@ -72,6 +72,18 @@ def telemetry_providers(kind: str) -> tuple[Any, Any, str]:
                     "with BatchLogRecordProcessor(no-op exporter)")
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_env() -> dict[str, str]:
+    """Environment for a benchmark's subprocess: it runs in the same directory and imports the
+    same ``otel_toolscore`` as this process (PYTHONPATH first, so an older checkout can be
+    measured), and finds ``benchmarks`` from anywhere."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (env.get("PYTHONPATH"), ROOT) if x)
+    return env
+
+
 def machine() -> dict[str, Any]:
     model = "unknown"
     try:
@@ -82,7 +94,14 @@ def machine() -> dict[str, Any]:
                     break
     except OSError:
         pass
+    try:
+        import otel_toolscore
+
+        package = os.path.dirname(otel_toolscore.__file__ or "")
+    except ImportError:
+        package = None
     return {
+        "package": package,
         "nproc": os.cpu_count(),
         "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "cpu": model,

@@ -15,7 +15,8 @@ Measured (median of ``--repeats``, each on fresh runs so the text caches are col
 * ``classify``: per span, HTTP and chat spans;
 * ``build_trajectories``: per run (10 and 100 spans; attributes held as the SDK holds them);
 * each code scorer, per 10-span run;
-* ``_score``: the worker's whole job per 10-span run (read, assemble, score, emit).
+* ``_score``: the worker's whole job per 10-span run (read, assemble, score, emit), and the
+  same for runs that no scorer samples.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -170,6 +171,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for item in items:
                 proc._score(item)
             record("_score µs/run (10 spans, SDK telemetry)", version, (time.thread_time() - t0) / len(items) * 1e6)
+            proc.shutdown()
+            # the same runs when no scorer samples them (default_sample_rate=0)
+            proc = proc_mod.ToolScoreSpanProcessor(NullProcessor(), meter_provider=mp, logger_provider=lp,
+                                                   default_sample_rate=0.0)
+            t0 = time.thread_time()
+            for item in items:
+                proc._score(item)
+            record("_score µs/run (10 spans, not sampled)", version, (time.thread_time() - t0) / len(items) * 1e6)
             proc.shutdown()
     table = []
     for metric, by in results.items():

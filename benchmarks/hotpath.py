@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from benchmarks.common import CountingExporter, emit_json, machine, percentile, summary, telemetry_providers
+from benchmarks.common import child_env, CountingExporter, emit_json, machine, percentile, summary, telemetry_providers
 from benchmarks.workload import emit_run, genai_run
 
 #: distinct runs cycled through (enough distinct texts that the scorers' caches stay cold)
@@ -99,7 +98,7 @@ def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any
 
 def _subprocess(args: list[str]) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-m", "benchmarks.hotpath", *args], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         env=child_env())
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])

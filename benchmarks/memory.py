@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -34,7 +33,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from benchmarks.common import CountingExporter, emit_json, machine, peak_rss_bytes, rss_bytes, telemetry_providers
+from benchmarks.common import child_env, CountingExporter, emit_json, machine, peak_rss_bytes, rss_bytes, telemetry_providers
 from benchmarks.workload import SpanSpec, genai_run
 
 MB = 1024 * 1024
@@ -166,8 +165,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         cmd = [sys.executable, "-m", "benchmarks.memory", "--_one", config, "--spans", str(n_spans), "--huge",
                str(huge), "--huge-spans", str(args.huge_spans), "--ttl", str(ttl), "--telemetry", args.telemetry,
                "--overrides", json.dumps(overrides)]
-        proc = subprocess.run(cmd, capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
         line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             raise RuntimeError(f"memory benchmark failed:\n{proc.stdout}\n{proc.stderr}")

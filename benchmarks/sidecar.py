@@ -30,22 +30,25 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from benchmarks.common import emit_json, machine, telemetry_providers
+from benchmarks.common import child_env, emit_json, machine, telemetry_providers
 from benchmarks.workload import genai_run, readable_run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _Counting(SpanExporter):
     def __init__(self) -> None:
-        self.spans = 0
-        self.scored = 0
+        self.spans = 0  # the app's spans (evaluation spans are counted apart)
+        self.evaluations = 0
+        self.scored = 0  # agent spans that came out carrying toolscore.* attributes
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        evaluations = sum(1 for s in spans if s.instrumentation_scope is not None
+                          and s.instrumentation_scope.name == "otel_toolscore")
         scored = sum(1 for s in spans if s.parent is None and "toolscore.tool_call_validation.label" in (s.attributes or {}))
         with self._lock:
-            self.spans += len(spans)
+            self.spans += len(spans) - evaluations
+            self.evaluations += evaluations
             self.scored += scored
         return SpanExportResult.SUCCESS
 
@@ -71,7 +74,8 @@ def serve(cpu: int, telemetry: str, decision_wait: float) -> None:
     for line in sys.stdin:
         if line.strip() == "stats":
             proc = server.processor
-            print(json.dumps({"exported": exporter.spans, "scored": exporter.scored,
+            idle = proc is None or (not proc._pending and proc._queue.empty() and not proc._busy)
+            print(json.dumps({"exported": exporter.spans, "scored": exporter.scored, "idle": idle,
                               "server": dict(server.stats), "processor": dict(proc.stats) if proc else {},
                               "cpu_s": time.process_time()}), flush=True)
         elif line.strip() == "stop":
@@ -135,10 +139,11 @@ class _Client:
 
 
 def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int, telemetry: str,
-            decision_wait: float, server_cpu: int, client_cpu: int) -> dict[str, Any]:
+            decision_wait: float, server_cpu: int, client_cpu: int, rate: float | None) -> dict[str, Any]:
+    """Send every request once (``rate``: offered spans/s, paced; None: as fast as accepted)."""
     server = subprocess.Popen([sys.executable, "-m", "benchmarks.sidecar", "--_serve", str(server_cpu),
                                "--telemetry", telemetry, "--decision-wait", str(decision_wait)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env())
     assert server.stdin is not None and server.stdout is not None
     try:
         ports = json.loads(server.stdout.readline())
@@ -165,6 +170,8 @@ def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int,
         work = list(range(len(bodies)))
         lock = threading.Lock()
         workers = [_Client(protocol, ports[protocol]) for _ in range(clients)]
+        spans_per_request = runs_per_request * 10
+        interval = spans_per_request / rate if rate else 0.0
 
         def loop(client: _Client) -> None:
             while True:
@@ -172,6 +179,11 @@ def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int,
                     if not work:
                         return
                     i = work.pop()
+                    k = len(bodies) - 1 - len(work)  # requests handed out so far, this one included
+                if interval:
+                    wait = t0 + k * interval - time.perf_counter()
+                    if wait > 0:
+                        time.sleep(wait)
                 client.send(bodies[i])
 
         t0 = time.perf_counter()
@@ -182,9 +194,9 @@ def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int,
             t.join()
         sent_s = time.perf_counter() - t0
         expected = base["exported"] + total_spans
-        while True:
+        while True:  # until every span is out and the processor has nothing left to score
             s = stats()
-            if s["exported"] >= expected and s["scored"] - base["scored"] >= n_requests * runs_per_request:
+            if s["exported"] >= expected and s["idle"]:
                 break
             if time.perf_counter() - t0 > sent_s + 120:
                 break
@@ -197,11 +209,13 @@ def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int,
         if server.poll() is None:
             server.kill()
     return {
-        "protocol": protocol, "spans": total_spans, "requests": n_requests, "spans_per_request": runs_per_request * 10,
+        "protocol": protocol, "offered_spans_per_s": rate, "spans": total_spans, "requests": n_requests, "spans_per_request": runs_per_request * 10,
         "clients": clients, "accept_s": sent_s, "accepted_spans_per_s": total_spans / sent_s,
         "forwarded_s": done_s, "forwarded_spans_per_s": total_spans / done_s,
         "exported": s["exported"] - base["exported"], "runs": n_requests * runs_per_request,
-        "runs_scored": s["scored"] - base["scored"], "busy_retries": sum(c.retries for c in workers),
+        "runs_scored": s["scored"] - base["scored"],
+        "runs_scored_share": (s["scored"] - base["scored"]) / (n_requests * runs_per_request),
+        "busy_retries": sum(c.retries for c in workers),
         "server_cpu_s": s["cpu_s"] - base["cpu_s"], "server_stats": s["server"], "processor_stats": s["processor"],
     }
 
@@ -210,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--protocols", default="grpc,http")
+    ap.add_argument("--rates", default="2000,5000,20000,max",
+                    help="offered spans/s, paced by the client; max: as fast as the server accepts")
     ap.add_argument("--requests", type=int, default=None)
     ap.add_argument("--runs-per-request", type=int, default=50, help="10-span runs per request (500 spans)")
     ap.add_argument("--clients", type=int, default=4)
@@ -226,13 +242,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"benchmark": "sidecar", "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
                            "server_cpu": server_cpu, "client_cpu": client_cpu, "results": []}
     for protocol in args.protocols.split(","):
-        r = measure(protocol, n_requests, args.runs_per_request, args.clients, args.telemetry, args.decision_wait,
-                    server_cpu, client_cpu)
-        out["results"].append(r)
-        print(f"{protocol:4s}: {r['spans']} spans in {r['requests']} requests: accepted {r['accepted_spans_per_s']:.0f} "
-              f"spans/s, scored+forwarded {r['forwarded_spans_per_s']:.0f} spans/s (all exported after "
-              f"{r['forwarded_s']:.1f} s); runs scored {r['runs_scored']}/{r['runs']}; busy retries "
-              f"{r['busy_retries']}; server CPU {r['server_cpu_s']:.1f} s", file=sys.stderr)
+        for rate_text in args.rates.split(","):
+            rate = None if rate_text == "max" else float(rate_text)
+            # a paced run lasts about as long whatever the rate: requests ∝ rate, 2–10 s of sending
+            n = n_requests if rate is None else max(4, min(n_requests, int(rate * (2 if args.quick else 6)
+                                                                               / (args.runs_per_request * 10))))
+            r = measure(protocol, n, args.runs_per_request, args.clients, args.telemetry, args.decision_wait,
+                        server_cpu, client_cpu, rate)
+            out["results"].append(r)
+            print(f"{protocol:4s} offered {rate_text:>6s} spans/s: {r['spans']} spans, accepted "
+                  f"{r['accepted_spans_per_s']:.0f} spans/s, all forwarded after {r['forwarded_s']:.1f} s "
+                  f"({r['forwarded_spans_per_s']:.0f} spans/s); runs scored {r['runs_scored']}/{r['runs']} "
+                  f"({r['runs_scored_share']:.0%}); busy retries {r['busy_retries']}; server CPU "
+                  f"{r['server_cpu_s']:.1f} s; {r['processor_stats']}", file=sys.stderr)
     emit_json(out)
     return out
 
