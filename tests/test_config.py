@@ -363,3 +363,13 @@ def test_rate_close_to_half_keeps_about_half() -> None:
 def test_invalid_rate(rate: float) -> None:
     with pytest.raises(ValueError, match="sample rate"):
         sampled(1, rate)
+
+
+def test_readme_documents_every_setting() -> None:
+    from pathlib import Path
+
+    from otel_toolscore.config import ToolScoreSettings
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    missing = [n for n in ToolScoreSettings.model_fields if f"`OTEL_TOOLSCORE_{n.upper()}`" not in readme]
+    assert not missing, f"README configuration reference lacks {missing}"

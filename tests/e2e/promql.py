@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-DASHBOARD = ROOT / "dashboards" / "toolscore.json"
-RULES = ROOT / "alerts" / "toolscore-rules.yaml"
-RULE_TESTS = ROOT / "alerts" / "toolscore-rules.test.yaml"
+DASHBOARD = ROOT / "examples" / "grafana" / "toolscore.json"
+RULES = ROOT / "examples" / "prometheus" / "alerts.yml"
+RULE_TESTS = ROOT / "examples" / "prometheus" / "alerts.test.yml"
 
 # PromQL functions, aggregations and keywords (the identifiers in an expression that are not metrics)
 _KEYWORDS = frozenset(

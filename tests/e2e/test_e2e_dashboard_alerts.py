@@ -94,7 +94,7 @@ def test_promtool_check_rules() -> None:
 
 
 def test_promtool_rule_unit_tests() -> None:
-    """The alerts fire on the series they are about, and only there (alerts/toolscore-rules.test.yaml)."""
+    """The alerts fire on the series they are about, and only there (examples/prometheus/alerts.test.yml)."""
     result = subprocess.run([_promtool(), "test", "rules", str(RULE_TESTS)], capture_output=True, text=True,
                             timeout=60, cwd=RULE_TESTS.parent)
     assert result.returncode == 0, result.stdout + result.stderr
