@@ -10,7 +10,7 @@ description, to ``benchmarks/results/<UTC time>.json`` (``--out`` to choose).
     memory      RSS under a storm of spans from traces that never complete
     sidecar     spans/s through ``otel-toolscore serve`` over OTLP gRPC and HTTP (needs server.py)
 
-Full run: about 10–15 minutes on 2 cores; ``--quick``: about 3.
+Full run: about 15 minutes on 2 cores; ``--quick``: about 4.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def run_one(name: str, quick: bool, extra: Sequence[str]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller runs (about 3 minutes in all)")
+    ap.add_argument("--quick", action="store_true", help="smaller runs (about 4 minutes in all)")
     ap.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {', '.join(ALL)}")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
