@@ -187,12 +187,18 @@ class ToolScoreSpanProcessor(SpanProcessor):
             logger.debug("otel-toolscore on_start failed", exc_info=True)
         if evicted is not None:
             self._evict(evicted, "max_pending_traces")
-        self._downstream.on_start(span, parent_context=parent_context)
+        try:
+            self._downstream.on_start(span, parent_context=parent_context)
+        except Exception:  # noqa: BLE001 - nothing may raise into the app
+            logger.warning("otel-toolscore: downstream on_start failed", exc_info=True)
 
     def _on_ending(self, span: Span) -> None:
         hook = self._downstream_on_ending
         if hook is not None:
-            hook(span)
+            try:
+                hook(span)
+            except Exception:  # noqa: BLE001 - nothing may raise into the app
+                logger.warning("otel-toolscore: downstream _on_ending failed", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
         hold = False
@@ -237,7 +243,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
             # A span already held sits in its buffer with a deadline: the timer releases it.
             logger.debug("otel-toolscore on_end failed", exc_info=True)
         if not hold:
-            self._downstream.on_end(span)
+            self._forward(span)
         if evicted is not None:
             self._evict(evicted, "max_spans_per_trace")
         if ready is not None:
@@ -319,7 +325,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 span = with_attributes(span, extra)
             except Exception:  # noqa: BLE001 - an unscored span beats a lost one
                 logger.debug("otel-toolscore could not copy span", exc_info=True)
-        self._downstream.on_end(span)
+        self._forward(span)
         return True
 
     def _release_all(self, helds: list[_Held]) -> None:
@@ -442,13 +448,21 @@ class ToolScoreSpanProcessor(SpanProcessor):
         for result, run_span in emitted:
             evaluation = self._engine.emit(result, run_span)
             if evaluation is not None:
-                self._downstream.on_end(evaluation)
+                self._forward(evaluation)
             self._engine.judge(result, run_span, self._forward_evaluation)
+
+    def _forward(self, span: ReadableSpan) -> None:
+        """Hand a span to the downstream processor. Its failure (an exporter bug) must neither
+        reach the app nor stop this processor's own work after the call: it is logged."""
+        try:
+            self._downstream.on_end(span)
+        except Exception:  # noqa: BLE001
+            logger.warning("otel-toolscore: downstream on_end failed", exc_info=True)
 
     def _forward_evaluation(self, span: ReadableSpan) -> None:
         # Called from the judge loop's thread; after shutdown the downstream is gone.
         if not self._closed:
-            self._downstream.on_end(span)
+            self._forward(span)
 
     # --- flush and shutdown ----------------------------------------------------------------------
 
