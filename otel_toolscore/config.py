@@ -171,6 +171,10 @@ class ToolScoreSettings(BaseSettings):
     #: runs being judged by LLM scorers at once; beyond it a run's LLM scoring is dropped (counted)
     llm_max_inflight: Size = 256
     explanation_max_chars: Size = 256
+    #: explanations (which may quote the run's arguments and results) on emitted scores; off: none
+    explanations: bool = True
+    #: explanations pass the default redaction (keys, tokens, URL passwords, emails, card numbers)
+    redact_explanations: bool = True
     span_attributes: bool = True
     events: bool = True
     evaluation_spans: bool = True

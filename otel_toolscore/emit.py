@@ -46,6 +46,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_toolscore import __version__, semconv
 from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.scorers.redaction import Redactor, make_redactor
 from otel_toolscore.scorers.base import (
     LABEL_ERROR,
     LABEL_FAIL,
@@ -236,8 +237,15 @@ class Emitter:
         *,
         meter_provider: MeterProvider | None = None,
         logger_provider: LoggerProvider | None = None,
+        redact: Redactor | None = None,
     ) -> None:
         self._settings = settings
+        # Explanations can quote what the run's spans hold (arguments, results, a judge's
+        # echo of them, an exception message with a key in it); they leave the process through
+        # the same redaction a judge request gets, plus the user's hook when there is one.
+        self._redact: Redactor | None = (
+            make_redactor(redact) if settings.redact_explanations else redact
+        )
         self._scope = InstrumentationScope(semconv.INSTRUMENTATION_SCOPE, __version__)
         self._warned: set[str] = set()
         self._tool_names: set[str] = set()
@@ -315,8 +323,24 @@ class Emitter:
         except Exception:  # noqa: BLE001, S110 - the error path itself must not raise either
             pass
 
-    def _explanation(self, text: str) -> str:
-        return truncate(text, self._settings.explanation_max_chars)
+    def _explanation(self, text: str | None) -> str | None:
+        """What may leave the process of an explanation: nothing when explanations are off,
+        else redacted, then cut to ``explanation_max_chars``."""
+        if not text or not self._settings.explanations:
+            return None
+        limit = self._settings.explanation_max_chars
+        if self._redact is not None:
+            # Redacting megabytes to keep 256 characters would cost the worker for nothing, so
+            # the text is cut first, at a whitespace boundary: a secret straddling a plain cut
+            # would leave its head unrecognisable, and in clear, in what is kept.
+            bound = max(4 * limit, 1024)
+            if len(text) > bound:
+                head = text[:bound]
+                space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+                text = head[:space] if space > 0 else ""
+                text += " …"
+            text = self._redact(text)
+        return truncate(text, limit)
 
     # --- agent-span attributes --------------------------------------------------------------
 
@@ -330,9 +354,7 @@ class Emitter:
                 fields: dict[str, AttributeValue | None] = {
                     semconv.TOOLSCORE_FIELD_SCORE: _number(score.value),
                     semconv.TOOLSCORE_FIELD_LABEL: label_of(score),
-                    semconv.TOOLSCORE_FIELD_EXPLANATION: (
-                        self._explanation(score.explanation) if score.explanation else None
-                    ),
+                    semconv.TOOLSCORE_FIELD_EXPLANATION: self._explanation(score.explanation),
                     semconv.TOOLSCORE_FIELD_ERROR: score.error,
                 }
                 for field, value in fields.items():
@@ -402,9 +424,10 @@ class Emitter:
             label = label_of(score)
             if label is not None:
                 attributes[semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_LABEL)] = label
-            if score.explanation:
+            explanation = self._explanation(score.explanation)
+            if explanation:
                 key = semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_EXPLANATION)
-                attributes[key] = self._explanation(score.explanation)
+                attributes[key] = explanation
         return attributes
 
     def _evaluation_attributes(self, score: Score) -> dict[str, AttributeValue]:
@@ -416,8 +439,9 @@ class Emitter:
         label = label_of(score)
         if label is not None:
             attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
-        if score.explanation:
-            attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = self._explanation(score.explanation)
+        explanation = self._explanation(score.explanation)
+        if explanation:
+            attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
         if score.error is not None:
             attributes[semconv.ERROR_TYPE] = score.error
         return attributes
@@ -468,7 +492,9 @@ class Emitter:
         }
         if issues:
             text = "; ".join(_describe_issue(issue) for issue in issues)
-            attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = self._explanation(text)
+            explanation = self._explanation(text)
+            if explanation:
+                attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
         call = _matching_call(run_calls, index, report)
         tool_name = report.get("name") or (call.name if call else None)
         if isinstance(tool_name, str) and tool_name:
