@@ -52,6 +52,7 @@ __all__ = [
     "MAX_PROBLEMS",
     "OtlpBatch",
     "OtlpDecodeError",
+    "parse_export_request",
     "OtlpSource",
     "decode_export_request",
     "format_span_id",
@@ -73,6 +74,7 @@ _SPAN_ID_BYTES: Final = 8
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 _UINT64_LIMIT: Final = 2**64
+_UINT32_LIMIT: Final = 2**32
 # OTLP Span.flags: bits 0-7 are W3C trace flags, bit 8 says whether bit 9 (parent is remote) is set.
 _FLAGS_TRACE_MASK: Final = 0xFF
 _FLAGS_HAS_IS_REMOTE: Final = 0x100
@@ -288,9 +290,25 @@ def _body_attribute(value: Any) -> AttributeValue:
     return value  # type: ignore[no-any-return]
 
 
+def _text(value: str) -> str:
+    """A JSON string as text that UTF-8 can encode.
+
+    JSON lets a string hold a lone surrogate (``"\\ud800"``, and ``json.loads`` passes such raw
+    bytes too); the OTLP encoder cannot encode one, so it would drop the attribute, or fail the
+    whole export batch for a span name. Each lone surrogate becomes U+FFFD.
+    """
+    if value.isascii():  # O(1) in CPython: nearly every string ends here
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return value
+
+
 def _json_string(raw: Any) -> str:
     if type(raw) is str:
-        return raw
+        return _text(raw)
     raise _Bad(f"stringValue is {_tname(raw)}")
 
 
@@ -325,8 +343,13 @@ def _json_integer(raw: Any, what: str, lo: int, hi: int, out_of_range: str) -> i
 
 def _json_double(raw: Any) -> float:
     kind = type(raw)
-    if kind is float or kind is int:
-        return float(raw)
+    if kind is float:
+        return raw  # type: ignore[no-any-return]
+    if kind is int:
+        try:
+            return float(raw)
+        except OverflowError:  # JSON numbers have no size limit; a double has
+            raise _Bad("doubleValue is a number out of the double range") from None
     if kind is str:  # proto3 JSON writes "NaN", "Infinity", "-Infinity" as strings
         try:
             return float(raw)
@@ -338,7 +361,7 @@ def _json_double(raw: Any) -> float:
 def _json_bytes(raw: Any) -> str:
     # JSON already carries bytes as base64 text, which is exactly the attribute value we want.
     if type(raw) is str:
-        return raw
+        return _text(raw)
     raise _Bad(f"bytesValue is {_tname(raw)}")
 
 
@@ -370,7 +393,7 @@ def _json_kvlist(raw: Any) -> dict[str, Any]:
         if type(item) is not dict or type(item.get("key")) is not str:
             raise _Bad("kvlistValue holds an entry without a string key")
         value = _json_any(item.get("value"))
-        out[item["key"]] = None if value is _EMPTY else value
+        out[_text(item["key"])] = None if value is _EMPTY else value
     return out
 
 
@@ -686,12 +709,14 @@ class _Decoder:
                 self.problems.add(f"{label}: attribute entry without a string key, skipped")
                 continue
             key: str = item["key"]
+            if not key.isascii():
+                key = _text(key)
             value = item.get("value")
             # Nearly every attribute is a plain string: skip the generic path for it.
             if type(value) is dict:
                 text = value.get("stringValue")
                 if type(text) is str:
-                    out[key] = text
+                    out[key] = text if text.isascii() else _text(text)
                     continue
             try:
                 decoded = _json_any(value)
@@ -740,8 +765,7 @@ class _Decoder:
 
     def _json_resource(self, entry: dict[str, Any], where: str) -> Resource:
         schema_url = _field(entry, "schemaUrl", "schema_url")
-        if type(schema_url) is not str:
-            schema_url = ""
+        schema_url = _text(schema_url) if type(schema_url) is str else ""
         raw = entry.get("resource")
         if raw is not None and type(raw) is not dict:
             self.problems.add(f"{where}.resource is {_tname(raw)}, not an object; read as empty")
@@ -751,8 +775,7 @@ class _Decoder:
 
     def _json_scope(self, group: dict[str, Any], where: str) -> InstrumentationScope:
         schema_url = _field(group, "schemaUrl", "schema_url")
-        if type(schema_url) is not str:
-            schema_url = ""
+        schema_url = _text(schema_url) if type(schema_url) is str else ""
         raw = group.get("scope")
         if raw is None:
             raw = _field(group, "instrumentationLibrary", "instrumentation_library")
@@ -764,9 +787,9 @@ class _Decoder:
         name = raw.get("name")
         version = raw.get("version")
         return self._scope(
-            name if type(name) is str else "",
+            _text(name) if type(name) is str else "",
             # The SDK's own tracers use "" for "no version"; match them so equal scopes compare equal.
-            version if type(version) is str else "",
+            _text(version) if type(version) is str else "",
             schema_url,
             self._json_attributes(raw.get("attributes"), f"{where}.scope"),
         )
@@ -803,6 +826,8 @@ class _Decoder:
         elif type(name) is not str:
             self.problems.add(f"{label}: name is {_tname(name)}, read as empty")
             name = ""
+        else:
+            name = _text(name)
         flags = raw.get("flags")
         if flags is not None:
             flags = self._json_time(flags, label, "flags")  # same shape: an unsigned integer
@@ -810,7 +835,8 @@ class _Decoder:
         if status is None:
             status_value = _STATUS_UNSET
         elif type(status) is dict:
-            status_value = self._status(status.get("code"), status.get("message"), label)
+            message = status.get("message")
+            status_value = self._status(status.get("code"), _text(message) if type(message) is str else None, label)
         else:
             self.problems.add(f"{label}: status is {_tname(status)}, read as UNSET")
             status_value = _STATUS_UNSET
@@ -840,7 +866,12 @@ class _Decoder:
     def _json_count(self, raw: Any, label: str) -> int:
         if raw is None or raw == 0:
             return 0
-        return self._json_time(raw, label, "dropped count")
+        try:
+            # uint32 in OTLP: a larger count would make the OTLP encoder fail the whole re-export.
+            return _json_integer(raw, "dropped count", 0, _UINT32_LIMIT - 1, "out of the uint32 range")
+        except _Bad as exc:
+            self.problems.add(f"{label}: {exc}; read as 0")
+            return 0
 
     def _json_events(self, raw: Any, label: str) -> list[Event]:
         events: list[Event] = []
@@ -852,6 +883,7 @@ class _Decoder:
             if type(name) is not str:
                 self.problems.add(f"{label}: event #{i} has no string name, skipped")
                 continue
+            name = _text(name)
             time = self._json_time(_field(entry, "timeUnixNano", "time_unix_nano"), label, f"event {name!r} time")
             attributes = self._json_attributes(entry.get("attributes"), f"{label} event {name!r}")
             events.append(Event(name, attributes, time))
@@ -930,6 +962,7 @@ class _Decoder:
         if type(name) is not str or not name:
             self.problems.add(f"{where}: no eventName or {semconv.EVENT_NAME_ATTR} attribute, skipped")
             return
+        name = _text(name)
         body = raw.get("body")
         if body is not None:
             try:
@@ -1156,16 +1189,122 @@ def _decode_json_lines(data: bytes) -> OtlpBatch | None:
     return decoder.finish() if found else None
 
 
-def _decode_protobuf(data: bytes, label: str) -> OtlpBatch:
+# --- protobuf with invalid UTF-8 ------------------------------------------------------------------
+#
+# protobuf's parser rejects a whole request when one string field is not UTF-8; the Collector's
+# does not, so exporters in other languages send such data and get it accepted there. Rather than
+# lose every span of the request, the wire format is walked once more with the message
+# descriptors, bad strings become U+FFFD, and the repair is recorded as a problem.
+
+_MAX_PB_DEPTH: Final = 100  # protobuf's own recursion limit
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise ValueError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise ValueError("varint too long")
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _repair_utf8(data: bytes, descriptor: Any, depth: int, repaired: list[int]) -> bytes:
+    """``data`` (a serialized message of type ``descriptor``) with every string field that is
+    not UTF-8 decoded with replacement characters; ``ValueError`` on malformed wire data."""
+    if depth > _MAX_PB_DEPTH:
+        raise ValueError("nested too deeply")
+    fields = descriptor.fields_by_number
+    out = bytearray()
+    pos, size = 0, len(data)
+    while pos < size:
+        start = pos
+        key, pos = _read_varint(data, pos)
+        wire_type = key & 7
+        if wire_type == 0:
+            _, pos = _read_varint(data, pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 5:
+            pos += 4
+        elif wire_type == 2:
+            key_end = pos
+            length, pos = _read_varint(data, pos)
+            end = pos + length
+            if end > size:
+                raise ValueError("truncated field")
+            field = fields.get(key >> 3)
+            payload = data[pos:end]
+            fixed = payload
+            if field is not None and field.type == field.TYPE_STRING:
+                try:
+                    payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    fixed = payload.decode("utf-8", "replace").encode("utf-8")
+                    repaired[0] += 1
+            elif field is not None and field.type == field.TYPE_MESSAGE:
+                fixed = _repair_utf8(payload, field.message_type, depth + 1, repaired)
+            pos = end
+            if fixed is not payload and fixed != payload:
+                out += data[start:key_end] + _varint_bytes(len(fixed)) + fixed
+                continue
+        else:
+            raise ValueError(f"unsupported wire type {wire_type}")
+        if pos > size:
+            raise ValueError("truncated field")
+        out += data[start:pos]
+    return bytes(out)
+
+
+def parse_export_request(data: bytes, problems: list[str] | None = None) -> ExportTraceServiceRequest:
+    """``data`` parsed as an ``ExportTraceServiceRequest``; string fields that are not UTF-8 are
+    repaired (U+FFFD, noted in ``problems``) instead of failing the whole request. Raises what
+    protobuf raises when the data is not such a message at all."""
     message = ExportTraceServiceRequest()
     try:
         message.ParseFromString(data)
+        return message
+    except Exception as first:  # the C parser's error types vary across protobuf versions
+        repaired = [0]
+        try:
+            fixed = _repair_utf8(bytes(data), ExportTraceServiceRequest.DESCRIPTOR, 0, repaired)
+        except (ValueError, RecursionError):
+            raise first from None
+        if not repaired[0]:
+            raise
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(fixed)
+        if problems is not None:
+            problems.append(f"{repaired[0]} string field(s) not valid UTF-8, repaired with U+FFFD")
+        return message
+
+
+def _decode_protobuf(data: bytes, label: str) -> OtlpBatch:
+    repairs: list[str] = []
+    try:
+        message = parse_export_request(data, repairs)
     except Exception as exc:
         # The C parser's error types vary across protobuf versions; any failure means "not protobuf".
         raise OtlpDecodeError(f"{label}: protobuf decode failed ({exc or type(exc).__name__})") from None
     if not message.resource_spans:
         raise OtlpDecodeError(f"{label}: protobuf decode failed (no resourceSpans in it)")
     decoder = _Decoder()
+    for problem in repairs:
+        decoder.problems.add(problem)
     decoder.add_pb_request(message)
     batch = decoder.finish()
     if not batch.spans and batch.problems:

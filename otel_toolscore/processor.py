@@ -8,6 +8,15 @@ scores can ride on them as attributes), never longer than ``hold_timeout``.
 Threads: the app's threads only touch dicts under one short lock (``on_start``/``on_end``); a
 worker thread scores completed traces from a bounded queue; a timer thread handles grace
 periods, hold deadlines and TTLs. The downstream processor is never called under the lock.
+
+Failures: whatever a scorer raises (SystemExit and KeyboardInterrupt included) is its error
+score; whatever the downstream raises is logged, on the app's threads too, except that
+SystemExit and KeyboardInterrupt raised on an app thread stay the app's. A downstream that
+hangs in ``on_end`` blocks its caller, as forwarding is synchronous like the SDK's: the app's
+thread for spans not held, the worker or the timer for held ones; the timer still releases the
+holds behind a stuck worker, and ``shutdown`` returns within ``shutdown_timeout`` and about a
+second (plus the downstream's own shutdown). After a fork the child starts afresh: the parent's
+held spans are the parent's to forward.
 """
 
 from __future__ import annotations
@@ -138,12 +147,13 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self.stats: Counter[str] = Counter()
         self._init_state()
         if hasattr(os, "register_at_fork"):
+            # Weak: the registration outlives the processor (there is no unregister).
             weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
-            os.register_at_fork(after_in_child=lambda: weak_reinit()())  # type: ignore[misc]
+            os.register_at_fork(after_in_child=lambda: _call_weak(weak_reinit))
 
     # --- state and threads ---------------------------------------------------------------------
 
-    def _init_state(self) -> None:
+    def _init_state(self, start: bool = True) -> None:
         self._lock = threading.Lock()
         self._timer_wakeup = threading.Condition(self._lock)
         self._timer_until = 0.0  # when the sleeping timer wakes up by itself
@@ -159,17 +169,30 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._queue = _ReadyQueue(self.settings.queue_size)
         self._busy = 0  # ready items taken by the worker and not yet done
         self._idle = threading.Condition(threading.Lock())
-        self._shutdown = False
-        self._closed = False
+        self._stopping = False  # shutdown() has begun: a second call returns at once
+        self._shutdown = False  # nothing more is held or scored; spans are only forwarded
+        self._closed = False  # the downstream is shut down (or being shut down)
         self._worker = threading.Thread(target=self._work, name="otel-toolscore-worker", daemon=True)
         self._timer = threading.Thread(target=self._time, name="otel-toolscore-timer", daemon=True)
-        self._worker.start()
-        self._timer.start()
+        if start:
+            self._worker.start()
+            self._timer.start()
 
     def _at_fork_reinit(self) -> None:
-        # The child gets none of the parent's threads; its buffers describe the parent's spans.
-        self._init_state()
-        self._engine.reinit_after_fork()
+        # The child gets none of the parent's threads, and its locks may have been held by them
+        # at the fork: all state is new. Its buffers and held spans are the parent's, which
+        # forwards them; forwarded from the child too, they would reach the backend twice.
+        stopping = self._stopping
+        self._init_state(start=not stopping)
+        if stopping:
+            # Shut down (or shutting down) in the parent: it stays so in the child, without
+            # threads, forwarding spans as they come.
+            self._stopping = self._shutdown = self._closed = True
+        self._engine.reinit_after_fork(start=not stopping)
+
+    def _on_own_thread(self) -> bool:
+        current = threading.current_thread()
+        return current is self._worker or current is self._timer
 
     # --- hot path --------------------------------------------------------------------------------
 
@@ -311,6 +334,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
     def _evict(self, buf: _TraceBuffer, reason: str) -> None:
         self.stats[f"evicted_{reason}"] += 1
         self._emitter.count_evicted(reason)
+        if buf.held or buf.genai:  # a run that will not be scored, as for a full queue
+            self._engine.count_dropped()
         self._release_all(buf.held)
 
     def _release(self, held: _Held, extra: dict[str, AttributeValue] | None = None) -> bool:
@@ -335,56 +360,78 @@ class ToolScoreSpanProcessor(SpanProcessor):
     # --- timer thread: grace periods, hold deadlines, TTL ------------------------------------------
 
     def _time(self) -> None:
+        while True:
+            try:
+                if not self._tick():
+                    return
+            except BaseException:  # noqa: BLE001 - the timer bounds every hold: it must not die
+                logger.warning("otel-toolscore timer step failed", exc_info=True)
+                time.sleep(0.01)
+
+    def _tick(self) -> bool:
+        """One round of the timer; False once shut down with nothing left to time."""
         holds = self._holds
         slack = self._hold_slack
-        while True:
-            due: list[tuple[str, Any]] = []
-            due_holds: list[_Held] = []
-            expired: list[_TraceBuffer] = []
-            with self._lock:
-                if self._shutdown and not self._deadlines:
-                    return
-                now = time.monotonic()
-                while self._deadlines and self._deadlines[0][0] <= now:
-                    _, _, what, payload = heapq.heappop(self._deadlines)
-                    due.append((what, payload))
-                # Released holds are dropped from the front as they are met; an unreleased one
-                # at the front is either due or is the next thing to wake up for.
-                while holds and (holds[0].released or holds[0].deadline - slack <= now):
-                    h = holds.popleft()
-                    if not h.released:
-                        due_holds.append(h)
-                ttl = self.settings.trace_ttl
-                while self._pending:
-                    tid, buf = next(iter(self._pending.items()))
-                    if now - buf.created < ttl:
-                        break
-                    expired.append(self._pending.pop(tid))
-                ready = []
-                for what, payload in due:
-                    if what == "grace" and not self._quiet:
-                        buf = self._pending.get(payload)
-                        if buf is not None and buf.held:
-                            del self._pending[payload]
-                            ready.append(_Ready(payload, buf.spans, buf.held))
-                    elif what == "quiet":
-                        r = self._quiet_due(payload, now)
-                        if r is not None:
-                            ready.append(r)
-                if not due and not due_holds and not expired:
-                    wake = min(self._deadlines[0][0] if self._deadlines else now + min(ttl, 1.0),
-                               holds[0].deadline - slack if holds else now + 1.0)
-                    timeout = min(max(wake - now, 0.0), 1.0)
-                    self._timer_until = now + timeout
-                    self._timer_wakeup.wait(timeout=timeout)
-                    continue
-            for h in due_holds:
-                if self._release(h):
-                    self.stats["holds_expired"] += 1
-            for buf in expired:
-                self._evict(buf, "trace_ttl")
-            for r in ready:
-                self._submit(r)
+        due: list[tuple[str, Any]] = []
+        due_holds: list[_Held] = []
+        expired: list[_TraceBuffer] = []
+        with self._lock:
+            if self._shutdown and not self._deadlines:
+                return False
+            now = time.monotonic()
+            while self._deadlines and self._deadlines[0][0] <= now:
+                _, _, what, payload = heapq.heappop(self._deadlines)
+                due.append((what, payload))
+            # Released holds are dropped from the front as they are met; an unreleased one
+            # at the front is either due or is the next thing to wake up for.
+            while holds and (holds[0].released or holds[0].deadline - slack <= now):
+                h = holds.popleft()
+                if not h.released:
+                    due_holds.append(h)
+            ttl = self.settings.trace_ttl
+            while self._pending:
+                tid, buf = next(iter(self._pending.items()))
+                if now - buf.created < ttl:
+                    break
+                expired.append(self._pending.pop(tid))
+            ready = []
+            for what, payload in due:
+                if what == "grace" and not self._quiet:
+                    graced = self._pending.get(payload)
+                    if graced is not None and graced.held:
+                        del self._pending[payload]
+                        ready.append(_Ready(payload, graced.spans, graced.held))
+                elif what == "quiet":
+                    r = self._quiet_due(payload, now)
+                    if r is not None:
+                        ready.append(r)
+            if not due and not due_holds and not expired:
+                wake = min(self._deadlines[0][0] if self._deadlines else now + min(ttl, 1.0),
+                           holds[0].deadline - slack if holds else now + 1.0)
+                timeout = min(max(wake - now, 0.0), 1.0)
+                self._timer_until = now + timeout
+                self._timer_wakeup.wait(timeout=timeout)
+                return True
+        # Each step on its own: what a failing one leaves undone must not strand the others
+        # (they were taken off the timer's lists already).
+        for h in due_holds:
+            self._guarded(self._release_expired, h)
+        for buf in expired:
+            self._guarded(self._evict, buf, "trace_ttl")
+        for r in ready:
+            self._guarded(self._submit, r)
+        return True
+
+    def _release_expired(self, held: _Held) -> None:
+        if self._release(held):
+            self.stats["holds_expired"] += 1
+
+    @staticmethod
+    def _guarded(step: Any, *args: Any) -> None:
+        try:
+            step(*args)
+        except BaseException:  # noqa: BLE001 - on the processor's own threads only
+            logger.warning("otel-toolscore: %s failed", getattr(step, "__name__", step), exc_info=True)
 
     def _quiet_due(self, trace_id: int, now: float) -> _Ready | None:
         """Under the lock: a quiet-mode trace's timer fired."""
@@ -414,10 +461,15 @@ class ToolScoreSpanProcessor(SpanProcessor):
             with self._idle:
                 self._busy += 1
             try:
-                self._score(item)
-            except Exception:  # noqa: BLE001 - a scoring failure must not kill the worker
+                if self._shutdown:
+                    # Queued when shutdown came: what it held has left unscored already.
+                    self._engine.count_dropped()
+                    self._release_all(item.held)
+                else:
+                    self._score(item)
+            except BaseException:  # noqa: BLE001 - nothing a scorer raises (SystemExit included) may end the worker
                 logger.warning("otel-toolscore scoring failed", exc_info=True)
-                self._release_all(item.held)
+                self._guarded(self._release_all, item.held)
             finally:
                 with self._idle:
                     self._busy -= 1
@@ -434,17 +486,27 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _score(self, item: _Ready) -> None:
         results = self._engine.score(item.spans)
-        by_id = {format(h.span_id, "016x"): h for h in item.held}
+        # A list per id: a buggy exporter or a replay can give two held spans one span id, and
+        # each must still leave (one scored, the other as it is), not wait out hold_timeout.
+        by_id: dict[str, list[_Held]] = {}
+        for h in item.held:
+            by_id.setdefault(format(h.span_id, "016x"), []).append(h)
         spans_by_id = {format(s.context.span_id, "016x"): s for s in item.spans}
         emitted: list[tuple[RunResult, ReadableSpan | None]] = []
         for result in results:
             run_id = result.trajectory.span_id or ""
-            held = by_id.pop(run_id, None)
-            if held is not None:
-                self._release(held, self._emitter.span_attributes(result.scores))
+            same = by_id.get(run_id)
+            if same:
+                self._release(same.pop(0), self._emitter.span_attributes(result.scores))
             emitted.append((result, spans_by_id.get(run_id)))
         # Wrappers and non-run agent spans go out as they are.
-        self._release_all(list(by_id.values()))
+        self._release_all([h for same in by_id.values() for h in same])
+        if self._shutdown:
+            # Scored after shutdown gave up waiting: the spans left unscored, the downstream is
+            # shut down; late scores would describe spans already exported without them.
+            for _ in emitted:
+                self._engine.count_dropped()
+            return
         for result, run_span in emitted:
             evaluation = self._engine.emit(result, run_span)
             if evaluation is not None:
@@ -457,6 +519,12 @@ class ToolScoreSpanProcessor(SpanProcessor):
         try:
             self._downstream.on_end(span)
         except Exception:  # noqa: BLE001
+            logger.warning("otel-toolscore: downstream on_end failed", exc_info=True)
+        except BaseException:
+            # KeyboardInterrupt/SystemExit belong to the app's thread that raised them; on the
+            # worker or the timer they would end the thread that bounds every hold.
+            if not self._on_own_thread():
+                raise
             logger.warning("otel-toolscore: downstream on_end failed", exc_info=True)
 
     def _forward_evaluation(self, span: ReadableSpan) -> None:
@@ -475,6 +543,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         return ready
 
     def _wait_idle(self, deadline: float) -> bool:
+        if threading.current_thread() is self._worker:
+            return False  # called from a scorer: the worker cannot wait for itself
         with self._idle:
             while self._busy or not self._queue.empty():
                 remaining = deadline - time.monotonic()
@@ -493,25 +563,43 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
-        with self._lock:
-            ready = self._drain_pending()
-        for r in ready:
-            self._submit(r)
-        done = self._wait_idle(deadline)
-        done = self._engine.wait_judges(max(0.0, deadline - time.monotonic())) and done
+        done = False
+        try:
+            with self._lock:
+                ready = self._drain_pending()
+            for r in ready:
+                self._submit(r)
+            done = self._wait_idle(deadline)
+            done = self._engine.wait_judges(max(0.0, deadline - time.monotonic())) and done
+        except Exception:  # noqa: BLE001 - nothing may raise into the app
+            logger.warning("otel-toolscore: force_flush failed", exc_info=True)
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
-        return self._downstream.force_flush(remaining_ms) and done
+        try:
+            return bool(self._downstream.force_flush(remaining_ms)) and done
+        except Exception:  # noqa: BLE001 - nothing may raise into the app
+            logger.warning("otel-toolscore: downstream force_flush failed", exc_info=True)
+            return False
 
     def shutdown(self) -> None:
+        """Score what can be scored within ``shutdown_timeout`` (held spans wait no longer than
+        ``hold_timeout``), forward everything still held unscored, stop the threads, shut down
+        the downstream. Bounded whatever a scorer or judge does; safe from any thread, a
+        scorer's included; a second call returns at once."""
         with self._lock:
-            if self._shutdown:
+            if self._stopping:
                 return
+            self._stopping = True
             ready = self._drain_pending()
             leftovers = [h for b in self._pending.values() for h in b.held]
             self._pending.clear()
-        for r in ready:
-            self._submit(r)
-        self._wait_idle(time.monotonic() + min(self.settings.hold_timeout, self.settings.shutdown_timeout))
+        now = time.monotonic()
+        deadline = now + self.settings.shutdown_timeout
+        try:
+            for r in ready:
+                self._submit(r)
+            self._wait_idle(min(deadline, now + self.settings.hold_timeout))
+        except Exception:  # noqa: BLE001 - what is held must still leave
+            logger.warning("otel-toolscore: shutdown failed while scoring", exc_info=True)
         with self._lock:
             self._shutdown = True
             stranded = list(self._holds)
@@ -520,9 +608,41 @@ class ToolScoreSpanProcessor(SpanProcessor):
             self._timer_wakeup.notify()
         # Whatever is still held (scoring too slow, queue full) leaves now, unscored.
         self._release_all(leftovers + stranded)
+        # What the worker has not taken yet is dropped now, and counted before shutdown returns
+        # (the app's metrics pipeline usually shuts down next).
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self.stats["dropped_shutdown"] += 1
+                self._engine.count_dropped()
+                self._release_all(item.held)
         self._queue.put(None)
-        self._worker.join(timeout=1.0)
-        self._timer.join(timeout=1.0)
-        self._engine.close(self.settings.shutdown_timeout)
+        current = threading.current_thread()
+        for thread in (self._worker, self._timer):
+            if thread is not current:
+                # Daemon threads: one stuck in a hanging scorer cannot keep the process alive,
+                # so waiting for it is only tidiness, not worth more than a second.
+                thread.join(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+        try:
+            self._engine.close(max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001
+            logger.warning("otel-toolscore: closing the judges failed", exc_info=True)
         self._closed = True
-        self._downstream.shutdown()
+        try:
+            self._downstream.shutdown()
+        except Exception:  # noqa: BLE001 - nothing may raise into the app
+            logger.warning("otel-toolscore: downstream shutdown failed", exc_info=True)
+
+
+def _call_weak(ref: weakref.WeakMethod[Any]) -> None:
+    """Call a weakly held method if its object is still alive (after-fork hooks)."""
+    method = ref()
+    if method is None:
+        return
+    try:
+        method()
+    except Exception:  # noqa: BLE001 - an error in an at-fork hook is only printed, never raised
+        logger.warning("otel-toolscore: re-initialising after fork failed", exc_info=True)

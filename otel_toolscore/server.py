@@ -27,9 +27,20 @@ Responses follow the OTLP specification:
 * HTTP 503 + ``Retry-After`` / gRPC UNAVAILABLE + ``google.rpc.RetryInfo``: the spans waiting
   for the upstream, the pending traces or the scoring queue are at their bounds (accepting would
   mean dropping spans or scores), too many concurrent requests, or shutting down;
+* HTTP 408: the request (headers and body) did not arrive within ``request_timeout``;
 * HTTP 401 / gRPC UNAUTHENTICATED without ``Authorization: Bearer <auth_token>`` when a token
   is set; 415 for other content types or encodings; 404 for other paths; 405 other methods.
 Error bodies are a ``google.rpc.Status``, protobuf or JSON like the request.
+
+Limits against clients that are slow or hostile: both receivers listen on loopback unless told
+otherwise; ``max_request_bytes`` bounds a request before and after decompression;
+``max_concurrent_requests`` bounds the requests being handled at once (gRPC: RPCs, and HTTP/2
+streams per connection, so one client's extra RPCs wait in its own connection; HTTP: requests
+whose body has arrived). Over HTTP a request must arrive whole, headers and body, within
+``request_timeout`` of the connection starting to wait for it, however slowly its bytes trickle
+in: a client that dribbles headers or never sends its declared body holds a connection for that
+long and no request slot at all, and bodies being received are bounded in total bytes. A
+declared Content-Length over the limit is refused before a byte of the body is read.
 
 Shutdown (``stop()``, SIGTERM, SIGINT) stops accepting, lets requests in flight finish, then
 force-flushes and shuts down the processor, so every held agent span and pending trace is
@@ -45,6 +56,7 @@ from __future__ import annotations
 import hmac
 import http.client
 import inspect
+import io
 import json
 import logging
 import os
@@ -84,7 +96,9 @@ from opentelemetry.sdk.trace.export import (
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
 from otel_toolscore.otlp import (
     OtlpDecodeError,
+    _field,
     decode_export_request,
+    parse_export_request,
     spans_from_otlp_dict,
 )
 from otel_toolscore.processor import ToolScoreSpanProcessor
@@ -97,6 +111,9 @@ DEFAULT_HTTP_PORT = 4318
 DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT_REQUESTS = 64
 DEFAULT_MAX_QUEUED_SPANS = 20_000
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+#: bodies are read this much at a time (the memory a stalled body holds is what has arrived)
+_READ_CHUNK = 64 * 1024
 #: added to decision_wait when hold_timeout is not set (the hold must outlast the quiet wait)
 HOLD_MARGIN_S = 5.0
 RETRY_AFTER_S = 1
@@ -370,6 +387,26 @@ class _Backlog:
             self._left += n
 
 
+class _ByteBudget:
+    """Bytes of HTTP request bodies being received at once, across connections."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._used = 0
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if self._used + n > self.limit:
+                return False
+            self._used += n
+            return True
+
+    def give_back(self, n: int) -> None:
+        with self._lock:
+            self._used -= n
+
+
 class _CountingProcessor(SpanProcessor):
     """Counts the spans entering the export queue (the scoring processor's downstream)."""
 
@@ -461,7 +498,11 @@ def _count_json_spans(resource_spans: Any) -> int:
     for entry in resource_spans if isinstance(resource_spans, list) else ():
         if not isinstance(entry, dict):
             continue
-        groups = entry.get("scopeSpans", entry.get("scope_spans"))
+        # The same field lookup as the decoder's, old OTLP names included, so that "total"
+        # counts every span it will try and partial_success reports every one it skipped.
+        groups = _field(entry, "scopeSpans", "scope_spans")
+        if groups is None:
+            groups = _field(entry, "instrumentationLibrarySpans", "instrumentation_library_spans")
         for group in groups if isinstance(groups, list) else ():
             spans = group.get("spans") if isinstance(group, dict) else None
             total += len(spans) if isinstance(spans, list) else 0
@@ -505,9 +546,8 @@ def decode_traces(body: bytes, is_json: bool) -> DecodedTraces:
             raise _Rejection(400, "INVALID_ARGUMENT", str(exc)) from None
         spans, problems = batch.spans, batch.problems
     else:
-        message = ExportTraceServiceRequest()
         try:
-            message.ParseFromString(body)
+            message = parse_export_request(body, problems)
         except Exception as exc:  # noqa: BLE001 - the C parser's error types vary across protobuf versions
             raise _Rejection(400, "INVALID_ARGUMENT",
                              f"not an OTLP protobuf trace request: {exc or type(exc).__name__}") from None
@@ -596,6 +636,7 @@ class ToolScoreServer:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         max_queued_spans: int = DEFAULT_MAX_QUEUED_SPANS,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
         auth_token: str | None = None,
         forward_signals: bool = True,
         scorers: Sequence[Any] | None = None,
@@ -613,6 +654,8 @@ class ToolScoreServer:
                             ("max_queued_spans", max_queued_spans)):
             if value < 1:
                 raise ConfigError(f"{name} must be at least 1, not {value}")
+        if not request_timeout > 0:
+            raise ConfigError(f"request_timeout must be more than 0 s, not {request_timeout}")
         self.settings = self._settings(config_file, settings)
         self.upstream = Upstream.resolve(upstream, upstream_protocol, upstream_headers)
         needs_upstream = span_exporter is None or (meter_provider is None and self.settings.metrics) or (
@@ -625,6 +668,7 @@ class ToolScoreServer:
         self.max_request_bytes = max_request_bytes
         self.max_concurrent_requests = max_concurrent_requests
         self.max_queued_spans = max_queued_spans
+        self.request_timeout = float(request_timeout)
         self._token = auth_token.encode() if auth_token else None
         self.forward_signals = forward_signals and self.upstream is not None
         self._scorers = scorers
@@ -643,6 +687,8 @@ class ToolScoreServer:
         self._httpd: _HttpServer | None = None
         self._http_thread: threading.Thread | None = None
         self._http_slots = threading.BoundedSemaphore(max_concurrent_requests)
+        # What the request slots bounded when bodies were read inside them.
+        self._body_bytes = _ByteBudget(max_concurrent_requests * max_request_bytes)
         self._state = threading.Condition()
         self._inflight = 0
         self._stopping = False
@@ -742,6 +788,9 @@ class ToolScoreServer:
             options=[
                 # gRPC checks this on the decompressed message too: no gzip bomb gets through.
                 ("grpc.max_receive_message_length", self.max_request_bytes),
+                # HTTP/2 streams per connection: a client's RPCs beyond it wait in its own
+                # connection (the others keep their share) instead of being refused.
+                ("grpc.max_concurrent_streams", self.max_concurrent_requests),
                 # Without this a second server could bind the same port and steal half the traffic.
                 ("grpc.so_reuseport", 0),
             ],
@@ -1031,12 +1080,47 @@ class _HttpServer6(_HttpServer):
     address_family = socket.AF_INET6
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's reads, bounded by the handler's deadline for the whole request.
+
+    A socket timeout alone bounds the wait for the next byte: a client sending one byte every
+    few seconds would hold its thread forever (slow loris). Each read here may wait only for
+    what is left until the deadline.
+    """
+
+    def __init__(self, sock: socket.socket, handler: _HttpHandler) -> None:
+        super().__init__()
+        self._sock = sock
+        self._handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        remaining = self._handler.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request did not arrive within request_timeout")
+        self._sock.settimeout(remaining)
+        return self._sock.recv_into(buffer)
+
+
 class _HttpHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "otel-toolscore"
     sys_version = ""
-    timeout = 30  # s: a stalled client frees its thread
     server: _HttpServer
+    #: when the request being read must have arrived whole (monotonic seconds)
+    deadline = 0.0
+
+    def setup(self) -> None:
+        super().setup()
+        self.deadline = time.monotonic() + self.server.app.request_timeout
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self))
+
+    def handle_one_request(self) -> None:
+        # The wait for a keep-alive connection's next request counts: an idle one is closed.
+        self.deadline = time.monotonic() + self.server.app.request_timeout
+        super().handle_one_request()
 
     def version_string(self) -> str:
         return self.server_version
@@ -1057,6 +1141,7 @@ class _HttpHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         app = self.server.app
         self._body_read = False
+        self._reserved = 0
         path = urlsplit(self.path).path
         signal_name = _HTTP_PATHS.get(path)
         media = _media_type(self.headers.get("Content-Type"))
@@ -1071,12 +1156,15 @@ class _HttpHandler(BaseHTTPRequestHandler):
                 raise _Rejection(415, "INVALID_ARGUMENT",
                                  f"unsupported Content-Type {media or '(none)'!r}: use application/x-protobuf "
                                  "or application/json")
+            # The body is received before a request slot is taken: a client that is slow to send
+            # it (or never does) holds its connection until the deadline, never a slot.
+            raw = self._read_body(app.max_request_bytes)
             if not app._http_slots.acquire(blocking=False):
                 raise _Rejection(503, "UNAVAILABLE", "too many concurrent requests", RETRY_AFTER_S)
             try:
                 with app._request():
-                    body = inflate(self._read_body(app.max_request_bytes),
-                                   self.headers.get("Content-Encoding", ""), app.max_request_bytes)
+                    body = inflate(raw, self.headers.get("Content-Encoding", ""), app.max_request_bytes)
+                    del raw
                     if signal_name == "traces":
                         reply = app.ingest_traces(body, is_json)
                     else:
@@ -1085,37 +1173,65 @@ class _HttpHandler(BaseHTTPRequestHandler):
                 app._http_slots.release()
         except _Rejection as rej:
             app._count(f"http_{rej.status}", 1)
+            self._give_back()
             self._error(rej, is_json)
             return
         except Exception:  # one bad request must not take the server down
             logger.exception("otel-toolscore serve: request failed")
+            self._give_back()
             self._error(_Rejection(500, "INTERNAL", "internal error"), is_json)
             return
+        self._give_back()
         self._send(reply.status, reply.content_type, reply.body)
 
-    def _read_body(self, limit: int) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            body = self._read_chunked(limit)
-        else:
-            raw = self.headers.get("Content-Length")
-            if raw is None:
-                raise _Rejection(411, "INVALID_ARGUMENT", "Content-Length is required")
-            try:
-                length = int(raw)
-            except ValueError:
-                raise _Rejection(400, "INVALID_ARGUMENT", f"bad Content-Length {raw[:40]!r}") from None
-            if length < 0:
-                raise _Rejection(400, "INVALID_ARGUMENT", f"bad Content-Length {length}")
-            if length > limit:
-                raise _Rejection(413, "RESOURCE_EXHAUSTED",
-                                 f"request body is {length} bytes, over the {limit}-byte limit")
-            body = self.rfile.read(length)
-            if len(body) < length:
-                raise _Rejection(400, "INVALID_ARGUMENT", "request body is shorter than its Content-Length")
-        self._body_read = True
-        return body
+    def _give_back(self) -> None:
+        if self._reserved:
+            self.server.app._body_bytes.give_back(self._reserved)
+            self._reserved = 0
 
-    def _read_chunked(self, limit: int) -> bytes:
+    def _read_body(self, limit: int) -> bytes:
+        try:
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                body = self._read_chunked(limit)
+            else:
+                raw = self.headers.get("Content-Length")
+                if raw is None:
+                    raise _Rejection(411, "INVALID_ARGUMENT", "Content-Length is required")
+                try:
+                    length = int(raw)
+                except ValueError:
+                    raise _Rejection(400, "INVALID_ARGUMENT", f"bad Content-Length {raw[:40]!r}") from None
+                if length < 0:
+                    raise _Rejection(400, "INVALID_ARGUMENT", f"bad Content-Length {length}")
+                if length > limit:
+                    raise _Rejection(413, "RESOURCE_EXHAUSTED",
+                                     f"request body is {length} bytes, over the {limit}-byte limit")
+                body = bytearray()
+                self._read_into(body, length)
+                if len(body) < length:
+                    raise _Rejection(400, "INVALID_ARGUMENT", "request body is shorter than its Content-Length")
+        except TimeoutError:
+            raise _Rejection(408, "DEADLINE_EXCEEDED", "the request body did not arrive within "
+                             f"{self.server.app.request_timeout:g} s") from None
+        self._body_read = True
+        return bytes(body)
+
+    def _read_into(self, body: bytearray, n: int) -> None:
+        """Append up to ``n`` more bytes (fewer at EOF), a chunk at a time: what a stalled body
+        holds in memory is what has arrived, not what it declared."""
+        budget = self.server.app._body_bytes
+        end = len(body) + n
+        while len(body) < end:
+            size = min(_READ_CHUNK, end - len(body))
+            if not budget.take(size):
+                raise _Rejection(503, "UNAVAILABLE", "too many request bytes being received", RETRY_AFTER_S)
+            self._reserved += size
+            chunk = self.rfile.read(size)
+            body += chunk
+            if len(chunk) < size:
+                return
+
+    def _read_chunked(self, limit: int) -> bytearray:
         body = bytearray()
         while True:
             line = self.rfile.readline(1024)
@@ -1126,13 +1242,13 @@ class _HttpHandler(BaseHTTPRequestHandler):
             if size == 0:
                 while self.rfile.readline(1024).strip():  # trailers
                     pass
-                return bytes(body)
+                return body
             if len(body) + size > limit:
                 raise _Rejection(413, "RESOURCE_EXHAUSTED", f"request body is over the {limit}-byte limit")
-            chunk = self.rfile.read(size)
-            if len(chunk) < size:
+            expected = len(body) + size
+            self._read_into(body, size)
+            if len(body) < expected:
                 raise _Rejection(400, "INVALID_ARGUMENT", "chunked body is truncated")
-            body += chunk
             self.rfile.readline(1024)  # the CRLF after the chunk
 
     def _error(self, rej: _Rejection, is_json: bool, extra: Mapping[str, str] | None = None) -> None:
@@ -1160,6 +1276,9 @@ class _HttpHandler(BaseHTTPRequestHandler):
             return True
 
     def _send(self, status: int, content_type: str, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        # Writes get request_timeout each; reads may have left the socket's timeout at what
+        # remained of the deadline.
+        self.connection.settimeout(self.server.app.request_timeout)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))

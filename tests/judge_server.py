@@ -7,16 +7,27 @@ from ``responder`` (a function of the request body), else a 500 that says nothin
 
 Faults a reply can script: a delay (slow answer), any HTTP status with headers (429 with
 Retry-After, 500, 503 …), content that is truncated JSON, prose, wrong verdict counts (just
-content), an HTTP body cut short, a connection reset (RST), and never answering (held open until
-the client gives up or the server stops).
+content), an HTTP body cut short, a connection reset (RST) before the request is read, before
+the answer or half-way through the answer body, slow-loris answers (status line and headers, or
+the body, dribbled a byte at a time), a raw body such as a proxy's HTML 502 page or a 200 that is
+not JSON, and never answering (held open until the client gives up or the server stops). Storms
+are responders: ``always`` repeats one fault, ``fault_storm`` draws faults at random from a seed.
+``BlackHole`` is a port that accepts TCP connections in the kernel and never reads them.
+
+A request is *in flight* from when its body has been read until the server has written its last
+byte, or has seen that the client went away (a client that times out closes its connection, and
+the server notices at once), so ``max_in_flight`` is what the client really had open at once.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
+import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections import deque
@@ -27,7 +38,9 @@ from typing import Any, Literal
 
 import pytest
 
-ReplyKind = Literal["ok", "status", "reset", "hang", "truncated_body"]
+ReplyKind = Literal[
+    "ok", "status", "reset", "hang", "truncated_body", "reset_request", "reset_body", "slow_body", "slow_headers", "raw"
+]
 
 
 @dataclass
@@ -42,6 +55,11 @@ class Reply:
     #: model name in the answer (litellm prices by it)
     model: str = "judge-test"
     usage: tuple[int, int] = (100, 20)
+    #: slow-loris kinds: seconds between two bytes
+    interval: float = 0.1
+    #: raw kind: the HTTP body as sent (status, headers and Content-Type from the fields above)
+    body: bytes = b""
+    content_type: str = "application/json"
 
 
 def ok(content: Any, *, delay: float = 0.0, model: str = "judge-test", usage: tuple[int, int] = (100, 20)) -> Reply:
@@ -73,6 +91,72 @@ def reset() -> Reply:
 def hang() -> Reply:
     """Never answer; the connection stays open until the client times out."""
     return Reply("hang")
+
+
+def reset_request() -> Reply:
+    """RST after the request headers, before its body is read (the client may still be sending)."""
+    return Reply("reset_request")
+
+
+def reset_body(content: Any = "") -> Reply:
+    """Status line, headers and part of a valid answer's body, then RST."""
+    return Reply("reset_body", content=content)
+
+
+def slow_body(content: Any = "", *, interval: float = 0.1) -> Reply:
+    """Slow loris: status line and headers at once, then the body one byte every ``interval``
+    seconds (every byte resets a per-read timeout, so only a whole-attempt deadline stops it)."""
+    return Reply("slow_body", content=content, interval=interval)
+
+
+def slow_headers(content: Any = "", *, interval: float = 0.1) -> Reply:
+    """Slow loris one step earlier: the status line and headers one byte every ``interval`` s."""
+    return Reply("slow_headers", content=content, interval=interval)
+
+
+def raw(body: bytes | str, *, code: int = 200, content_type: str = "application/json") -> Reply:
+    """Any HTTP body, as sent: ``raw(b'{"choices": [', )`` is a JSON body cut mid-object with a
+    correct Content-Length, ``html_page(502)`` a proxy's error page."""
+    return Reply("raw", status=code, body=body.encode() if isinstance(body, str) else body, content_type=content_type)
+
+
+def html_page(code: int = 502) -> Reply:
+    """What a reverse proxy answers when the model server behind it is gone: text/html, not JSON."""
+    page = (
+        f"<html><head><title>{code} Bad Gateway</title></head><body><center><h1>{code} Bad Gateway</h1>"
+        "</center><hr><center>nginx</center></body></html>"
+    )
+    return raw(page, code=code, content_type="text/html")
+
+
+def always(make: Callable[[], Reply]) -> Callable[[dict[str, Any]], Reply]:
+    """A responder that answers every request with a fresh ``make()``: a storm of one fault."""
+    return lambda body: make()
+
+
+def fault_storm(
+    seed: int,
+    faults: list[Callable[[], Reply]],
+    *,
+    answer: Callable[[dict[str, Any]], Reply] | None = None,
+    answer_weight: int = 0,
+) -> Callable[[dict[str, Any]], Reply]:
+    """A responder that answers each request with a fault drawn from ``faults`` by a seeded RNG
+    (the same seed gives the same sequence of draws, whichever request each lands on). With
+    ``answer``, that responder takes ``answer_weight`` shares of the draws (valid answers mixed in)."""
+    rng = random.Random(seed)
+    lock = threading.Lock()
+    shares = len(faults) + (answer_weight if answer is not None else 0)
+
+    def respond(body: dict[str, Any]) -> Reply:
+        with lock:
+            pick = rng.randrange(shares)
+        if pick >= len(faults):
+            assert answer is not None
+            return answer(body)
+        return faults[pick]()
+
+    return respond
 
 
 def completion(content: str, model: str, usage: tuple[int, int]) -> dict[str, Any]:
@@ -133,18 +217,30 @@ def auto_responder(delay: float = 0.0, **answer: Any) -> Callable[[dict[str, Any
     return lambda body: ok(auto_answer(body, **answer), delay=delay)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that resets or drops its connection (a timed-out attempt, a pool closed at
+        # exit) is part of the faults under test, not a server error worth a traceback.
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
 class JudgeServer:
     def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        #: time.monotonic() at which each request's body had been read, in arrival order
+        self.arrivals: list[float] = []
         #: requests being answered right now, and the most there ever were at once
         self.in_flight = 0
         self.max_in_flight = 0
+        #: requests the client gave up on before the answer was complete (it closed the connection)
+        self.abandoned = 0
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="judge-server", daemon=True
@@ -180,8 +276,10 @@ class JudgeServer:
         with self._lock:
             self.requests.clear()
             self.headers.clear()
+            self.arrivals.clear()
             self._script.clear()
             self.max_in_flight = self.in_flight
+            self.abandoned = 0
 
     @property
     def pending(self) -> int:
@@ -208,39 +306,116 @@ class JudgeServer:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
+                self._counted = False
+                self._body_read = False
                 try:
-                    body = json.loads(raw)
+                    self._handle()
+                except OSError:
+                    # the client went away mid-answer (it timed out, or a fault closed the socket)
+                    self.close_connection = True
+                finally:
+                    self._finish_request()
+
+            def _handle(self) -> None:
+                # A reset before the body is read must be decided before reading it, so peek at
+                # the script first only for that kind; every other reply is chosen after the body.
+                length = int(self.headers.get("Content-Length") or 0)
+                with server._lock:
+                    early = bool(server._script) and server._script[0].kind == "reset_request"
+                    if early:
+                        server._script.popleft()
+                if early:
+                    with server._lock:
+                        server.requests.append({"_unread": length})
+                        server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                        server.arrivals.append(time.monotonic())
+                    self._rst()
+                    return
+                raw_body = self.rfile.read(length)
+                try:
+                    body = json.loads(raw_body)
                 except ValueError:
-                    body = {"_raw": raw.decode("utf-8", "replace")}
+                    body = {"_raw": raw_body.decode("utf-8", "replace")}
                 with server._lock:
                     server.requests.append(body)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    server.arrivals.append(time.monotonic())
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                try:
-                    reply = server._next(body)
-                    stopping = bool(reply.delay) and server._stopping.wait(reply.delay)
-                finally:
-                    # counted down before the answer is written: once the client has its answer
-                    # it may send the next request before this thread gets to run again
-                    with server._lock:
-                        server.in_flight -= 1
-                if not stopping:
-                    self._answer(reply)
+                    self._counted = True
+                reply = server._next(body)
+                if reply.kind == "reset_request":  # from a responder: the body is read by now
+                    self._rst()
+                    return
+                if reply.delay and not self._wait(reply.delay):
+                    return
+                self._answer(reply)
 
+            # -- bookkeeping --
+            def _done(self) -> None:
+                """The server is done with this request: called before its last byte is written
+                (once the client has the answer it may send the next request at once)."""
+                with server._lock:
+                    if self._counted:
+                        server.in_flight -= 1
+                        self._counted = False
+
+            def _finish_request(self) -> None:
+                with server._lock:
+                    if self._counted:  # never answered: the client left, or the server stopped
+                        server.in_flight -= 1
+                        server.abandoned += 1
+                        self._counted = False
+
+            def _client_gone(self, timeout: float) -> bool:
+                """Wait up to ``timeout`` s; True as soon as the client closes its side."""
+                try:
+                    readable, _, _ = select.select([self.connection], [], [], timeout)
+                    if not readable:
+                        return False
+                    if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        return True
+                except (OSError, ValueError):
+                    return True
+                time.sleep(timeout)  # bytes waiting (a pipelined request): the client is still there
+                return False
+
+            def _wait(self, seconds: float) -> bool:
+                """Sleep ``seconds``; False when the client left or the server is stopping first
+                (the request is then abandoned, not answered)."""
+                deadline = time.monotonic() + seconds
+                while True:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return True
+                    if server._stopping.is_set() or self._client_gone(min(remaining, 0.05)):
+                        self.close_connection = True
+                        return False
+
+            def _rst(self) -> None:
+                # SO_LINGER 0 makes close() send RST instead of FIN
+                self._done()
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+                self.close_connection = True
+
+            def _dribble(self, data: bytes, interval: float) -> None:
+                """Write ``data`` one byte every ``interval`` s, the last byte after ``_done``."""
+                for i in range(len(data)):
+                    if i and not self._wait(interval):
+                        return
+                    if i == len(data) - 1:
+                        self._done()
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+
+            # -- answers --
             def _answer(self, reply: Reply) -> None:
                 if reply.kind == "reset":
-                    # SO_LINGER 0 makes close() send RST instead of FIN
-                    self.connection.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                    )
-                    self.connection.close()
-                    self.close_connection = True
+                    self._rst()
                     return
                 if reply.kind == "hang":
-                    server._stopping.wait(120)
+                    self._wait(120)
                     self.close_connection = True
                     return
                 if reply.kind == "status":
@@ -249,22 +424,42 @@ class JudgeServer:
                     ).encode()
                     self._send(reply.status, payload, reply.headers)
                     return
+                if reply.kind == "raw":
+                    self._send(reply.status, reply.body, reply.headers, content_type=reply.content_type)
+                    return
                 content = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
                 payload = json.dumps(completion(content, reply.model, reply.usage)).encode()
+                head = (
+                    f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(payload)}\r\n\r\n"
+                ).encode()
                 if reply.kind == "truncated_body":
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload[: len(payload) // 2])
+                    self._done()
+                    self.wfile.write(head + payload[: len(payload) // 2])
                     self.wfile.flush()
                     self.close_connection = True
                     return
+                if reply.kind == "reset_body":
+                    self.wfile.write(head + payload[: len(payload) // 2])
+                    self.wfile.flush()
+                    self._rst()
+                    return
+                if reply.kind == "slow_body":
+                    self.wfile.write(head)
+                    self.wfile.flush()
+                    self._dribble(payload, reply.interval)
+                    return
+                if reply.kind == "slow_headers":
+                    self._dribble(head + payload, reply.interval)
+                    return
                 self._send(200, payload, reply.headers)
 
-            def _send(self, code: int, payload: bytes, headers: dict[str, str]) -> None:
+            def _send(
+                self, code: int, payload: bytes, headers: dict[str, str], content_type: str = "application/json"
+            ) -> None:
+                self._done()
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 for key, value in headers.items():
                     self.send_header(key, value)
@@ -277,6 +472,38 @@ class JudgeServer:
     def prompts(self) -> list[str]:
         """Every received request's messages flattened to one text each."""
         return ["\n".join(str(m.get("content")) for m in r.get("messages", [])) for r in self.requests]
+
+
+class BlackHole:
+    """A port that completes TCP handshakes (the kernel's backlog) but never accepts or reads:
+    a judge host that is up but wedged. Connecting works; no answer ever comes."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(128)
+
+    @property
+    def url(self) -> str:
+        host, port = self._sock.getsockname()[:2]
+        return f"http://{host}:{port}/v1"
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> BlackHole:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def closed_port_url() -> str:
+    """The URL of a 127.0.0.1 port that nothing listens on (connections are refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.fixture(name="judge_server")

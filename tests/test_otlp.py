@@ -781,3 +781,98 @@ def test_random_bytes_never_raise_anything_else(data: bytes) -> None:
     result = _decode_or_error(data)
     if isinstance(result, OtlpBatch):
         _assert_reexportable(result.spans)
+
+
+# --- found by the atheris harness (tests/fuzz/fuzz_otlp.py) --------------------------------------
+
+
+def test_lone_surrogates_become_replacement_characters() -> None:
+    # JSON may escape a lone surrogate, and json.loads lets its raw UTF-8 form through too; the
+    # OTLP encoder cannot encode one: it dropped such an attribute, and a span name failed the
+    # whole re-export.
+    span = _span(
+        name="tool \\ud800",
+        attributes=[
+            _attr("k\\udfff", {"stringValue": "v\\ud800"}),
+            _attr("list", {"arrayValue": {"values": [{"stringValue": "\\udc00"}]}}),
+            _attr("map", {"kvlistValue": {"values": [{"key": "\\ud800", "value": {"stringValue": "x"}}]}}),
+            _attr("emoji", {"stringValue": "\\ud83d\\ude00"}),
+        ],
+        events=[{"name": "e\\ud800", "timeUnixNano": "1500"}],
+        status={"code": 2, "message": "boom \\ud800"},
+    )
+    text = json.dumps(_request(span, resource_attrs=[_attr("service.name", {"stringValue": "s\\udfff"})]))
+    escaped = text.replace("\\\\u", "\\u").encode()  # "\\ud800" in the JSON text: a JSON escape
+    raw = escaped.replace(b"boom", b"boom \xed\xa0\x80")  # a surrogate's raw UTF-8 bytes
+    for data, message in ((escaped, "boom \ufffd"), (raw, "boom \ufffd \ufffd")):
+        batch = load_otlp(data)
+        assert batch.problems == []
+        [decoded] = batch.spans
+        assert decoded.name == "tool \ufffd"
+        assert _attrs(decoded) == {
+            "k\ufffd": "v\ufffd",
+            "list": ("\ufffd",),
+            "map": '{"\ufffd":"x"}',
+            "emoji": "\U0001f600",
+        }
+        assert decoded.events[0].name == "e\ufffd"
+        assert decoded.status.description == message
+        assert decoded.resource.attributes["service.name"] == "s\ufffd"
+        _assert_reexportable(batch.spans)
+
+
+def test_dropped_count_beyond_uint32_is_a_problem() -> None:
+    # OTLP dropped counts are uint32: a larger one made the OTLP encoder fail the whole re-export.
+    batch = spans_from_otlp_dict(
+        _request(_span(droppedAttributesCount=str(2**32), droppedEventsCount=2**32 - 1, droppedLinksCount="7"))
+    )
+    [span] = batch.spans
+    assert (span.dropped_attributes, span.dropped_events, span.dropped_links) == (0, 2**32 - 1, 7)
+    assert batch.problems == [f"span {SPAN_HEX}: dropped count {2**32} is out of the uint32 range; read as 0"]
+    _assert_reexportable(batch.spans)
+
+
+def test_double_value_beyond_double_range_is_skipped() -> None:
+    # A JSON number has no size limit; float() of a huge one raised OverflowError, which lost the span.
+    attributes = [_attr("big", {"doubleValue": 10**400}), _attr("ok", {"doubleValue": 2})]
+    batch = load_otlp(json.dumps(_request(_span(attributes=attributes))).encode())
+    [span] = batch.spans
+    assert _attrs(span) == {"ok": 2.0}
+    assert batch.problems == [
+        f"span {SPAN_HEX}: attribute 'big' has an unsupported value "
+        "(doubleValue is a number out of the double range), skipped"
+    ]
+
+
+def test_protobuf_strings_that_are_not_utf8_are_repaired_not_fatal() -> None:
+    """protobuf's parser refuses a whole request for one non-UTF-8 string (the Collector does not):
+    the request is re-read with the bad strings as U+FFFD, and the repair is a problem."""
+    from otel_toolscore.otlp import load_otlp, parse_export_request
+
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[
+        Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="NAME@@", attributes=[
+            KeyValue(key="tool", value=AnyValue(string_value="VALUE@@")),
+            KeyValue(key="nested", value=AnyValue(kvlist_value=KeyValueList(values=[
+                KeyValue(key="KEY@@", value=AnyValue(array_value=ArrayValue(values=[AnyValue(string_value="DEEP@@")]))),
+            ]))),
+        ]),
+        Span(trace_id=b"\x01" * 16, span_id=b"\x03" * 8, name="clean"),
+    ])])])
+    data = request.SerializeToString()
+    for word in (b"NAME", b"VALUE", b"KEY", b"DEEP"):
+        data = data.replace(word + b"@@", word + b"\xff\xfe")  # same length: no framing changes
+    with pytest.raises(Exception):  # noqa: B017 - what protobuf itself does with it
+        ExportTraceServiceRequest().ParseFromString(data)
+    problems: list[str] = []
+    message = parse_export_request(data, problems)
+    assert problems == ["4 string field(s) not valid UTF-8, repaired with U+FFFD"]
+    batch = load_otlp(data)
+    names = sorted(span.name for span in batch.spans)
+    assert names == ["NAME\ufffd\ufffd", "clean"]
+    bad = next(span for span in batch.spans if span.name.startswith("NAME"))
+    assert bad.attributes["tool"] == "VALUE\ufffd\ufffd"
+    assert any("UTF-8" in problem for problem in batch.problems)
+    assert message.resource_spans[0].scope_spans[0].spans[0].name == "NAME\ufffd\ufffd"
+    # Data that is not protobuf at all still fails as before.
+    with pytest.raises(Exception):  # noqa: B017
+        parse_export_request(b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")

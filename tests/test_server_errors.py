@@ -201,20 +201,26 @@ def test_http_empty_chunked_and_keep_alive(server: ToolScoreServer) -> None:
 
 
 def test_http_concurrency_limit() -> None:
-    srv = ToolScoreServer(grpc_port=None, http_port=0, span_exporter=InMemorySpanExporter(), metrics=False,
-                          events=False, max_concurrent_requests=1)
+    # The request in flight is a logs request forwarded to an upstream that never answers (a
+    # body still arriving takes no slot: see test_serve_limits.py).
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(8)
+    srv = ToolScoreServer(f"http://127.0.0.1:{hole.getsockname()[1]}", grpc_port=None, http_port=0,
+                          span_exporter=InMemorySpanExporter(), metrics=False, events=False, max_concurrent_requests=1)
     srv.start()
     try:
-        stalled = socket.create_connection(("127.0.0.1", srv.addresses.http_port))
-        stalled.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-                        b"Content-Length: 100\r\n\r\n0123456789")
+        stalled = threading.Thread(target=post, args=(srv, b"{}", "application/json"),
+                                   kwargs={"path": "/v1/logs", "token": None})
+        stalled.start()
         deadline = time.monotonic() + 5
         while srv._inflight == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         status, headers, body = post(srv, pb_body(plain_spans(2)), token=None)
         assert status == 503 and headers["retry-after"] == "1"
         assert "too many concurrent requests" in status_message(body).message
-        stalled.close()
+        hole.close()  # resets the forwarded request: its slot is freed
+        stalled.join(15)
         deadline = time.monotonic() + 5
         while srv._inflight and time.monotonic() < deadline:
             time.sleep(0.01)

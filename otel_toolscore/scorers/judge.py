@@ -59,7 +59,8 @@ class JudgeSettings(BaseModel):
     api_base: str | None = None
     #: None: litellm reads the provider's usual environment variable (OPENAI_API_KEY, …)
     api_key: SecretStr | None = None
-    #: per HTTP attempt
+    #: per HTTP attempt, whole: connecting, sending and reading the complete answer (not per read,
+    #: so an answer dribbled a byte at a time cannot hold a call open past it)
     timeout_s: float = Field(default=30.0, gt=0)
     #: retries after the first attempt (timeouts, connection errors, 408, 429, 5xx)
     max_retries: int = Field(default=3, ge=0)
@@ -104,6 +105,11 @@ class JudgeInvalidOutput(JudgeError):
 
 class JudgeCostCap(JudgeError):
     error_type = "judge_cost_cap"
+
+
+class AttemptDeadline(TimeoutError):
+    """One HTTP attempt outlived ``timeout_s`` as a whole (a slow-loris answer resets every
+    per-read timeout below us, so the attempt's total time is bounded here)."""
 
 
 # --- output validation --------------------------------------------------------------------------
@@ -299,6 +305,7 @@ class _Failure:
     retry_after: float | None = None
 
 
+@functools.lru_cache(maxsize=1)
 def _import_litellm() -> Any:
     # litellm fetches its model price map from GitHub at import unless told not to; a span
     # processor must not make surprise network calls (or wait on them offline). Users who want
@@ -309,6 +316,13 @@ def _import_litellm() -> Any:
     # litellm prints "Give Feedback / Get Help" banners to stdout on errors; they would corrupt
     # the CLI's JSON output. It only silences those banners.
     litellm.suppress_debug_info = True
+    # The first completion imports the provider SDK's resource modules lazily (over a second on
+    # a busy machine), blocking the judge loop inside the first attempt, whose deadline would
+    # then expire on the client's own import. Import them here, before any deadline starts.
+    try:
+        import openai.resources.chat  # noqa: F401
+    except ImportError:  # pragma: no cover - litellm without the openai SDK
+        pass
     return litellm
 
 
@@ -429,8 +443,15 @@ class JudgeClient:
         self, messages: list[dict[str, str]], response_format: dict[str, Any], usage: JudgeUsage
     ) -> str | None:
         s = self.settings
+        _import_litellm()  # a first import takes seconds: never inside an attempt's deadline
         async with self._semaphore():
             for attempt in range(s.max_retries + 1):
+                if self._bucket is not None:
+                    wait = self._bucket.reserve()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                # After the rate-limit wait, not before: other calls may have reached the cap
+                # while this one waited for its turn.
                 if s.cost_cap_usd_per_hour is not None:
                     spent = self._costs.last_hour()
                     if spent >= s.cost_cap_usd_per_hour:
@@ -438,13 +459,9 @@ class JudgeClient:
                             f"judge spending in the last hour (${spent:.4f}) reached the cap "
                             f"(${s.cost_cap_usd_per_hour:.4f}); no call made"
                         )
-                if self._bucket is not None:
-                    wait = self._bucket.reserve()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
                 started = time.monotonic()
                 try:
-                    response = await self._acompletion(messages, response_format)
+                    response = await _within(s.timeout_s, self._acompletion(messages, response_format))
                 except Exception as exc:  # noqa: BLE001 - classified below, never escapes raw
                     duration = time.monotonic() - started
                     usage.add_failed_call(duration)
@@ -509,6 +526,18 @@ class JudgeClient:
             self.on_judge(duration, cost, self.settings.model)
         except Exception:  # noqa: BLE001 - metrics must never break a judgement
             pass
+
+
+async def _within(seconds: float, call: Coroutine[Any, Any, Any]) -> Any:
+    """``call``, cancelled (which closes its connection) if it has not finished in ``seconds``.
+
+    httpx applies litellm's ``timeout`` to each read, write and connect separately: a server
+    that sends one byte every few seconds never trips it, and the attempt would last as long as
+    the server likes. The whole attempt gets the deadline here instead."""
+    try:
+        return await asyncio.wait_for(call, seconds)
+    except asyncio.TimeoutError:
+        raise AttemptDeadline(f"no complete answer within the {seconds:g} s attempt timeout") from None
 
 
 def _classify(exc: BaseException) -> _Failure:
@@ -608,6 +637,12 @@ class _LoopThread:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._atexit = False
+        if hasattr(os, "register_at_fork"):
+            # A fork while another thread was starting the loop would leave the child's lock held.
+            os.register_at_fork(after_in_child=self._reinit_lock)
+
+    def _reinit_lock(self) -> None:
+        self._lock = threading.Lock()
 
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
