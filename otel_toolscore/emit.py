@@ -577,13 +577,13 @@ class Emitter:
                 return name
         return _OTHER_TOOL
 
-    def count_evaluation(self, name: str, outcome: str) -> None:
-        """``toolscore.evaluations{gen_ai.evaluation.name, outcome}`` += 1 (e.g. "dropped")."""
-        if self._meter is None:
+    def count_evaluation(self, name: str, outcome: str, n: int = 1) -> None:
+        """``toolscore.evaluations{gen_ai.evaluation.name, outcome}`` += n (e.g. "dropped")."""
+        if self._meter is None or n <= 0:
             return
         try:
             self._evaluations_counter.add(
-                1, {semconv.GEN_AI_EVALUATION_NAME: name, semconv.OUTCOME: outcome}
+                n, {semconv.GEN_AI_EVALUATION_NAME: name, semconv.OUTCOME: outcome}
             )
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_METRICS)

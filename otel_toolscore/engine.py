@@ -129,9 +129,9 @@ class Engine:
             return None
         return self.emitter.evaluation_span(traj, scores, agent_span)
 
-    def count_dropped(self, names: Sequence[str] | None = None) -> None:
+    def count_dropped(self, names: Sequence[str] | None = None, n: int = 1) -> None:
         for name in names if names is not None else self.scorer_names:
-            self.emitter.count_evaluation(name, "dropped")
+            self.emitter.count_evaluation(name, "dropped", n)
 
     # --- LLM scorers: asynchronous, after the agent span has left ----------------------------------
 

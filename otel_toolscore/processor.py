@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 _HOLD_SLACK_S = 0.005
 #: the worker offers the GIL to the app's threads after scoring for this long
 _YIELD_AFTER_S = 0.002
+#: s; the longest a drop or eviction counted on an app thread waits to reach the metrics
+_TALLY_FLUSH_S = 1.0
 
 
 @dataclass(eq=False, slots=True)
@@ -165,6 +167,11 @@ class ToolScoreSpanProcessor(SpanProcessor):
         # Exactly-once forwarding of held spans; a lock of its own so that the worker and the
         # timer releasing spans never make the app's threads wait in on_start/on_end.
         self._release_lock = threading.Lock()
+        # Drops and evictions decided on an app thread are tallied here and added to the
+        # metrics by the worker: five SDK counter adds cost ~40 µs, which the app's on_end
+        # would pay for every run dropped exactly when the process is overloaded.
+        self._tally_lock = threading.Lock()
+        self._tally: Counter[str] = Counter()
         self._seq = itertools.count()
         self._queue = _ReadyQueue(self.settings.queue_size)
         self._busy = 0  # ready items taken by the worker and not yet done
@@ -327,16 +334,33 @@ class ToolScoreSpanProcessor(SpanProcessor):
             self._queue.put(ready)
             return
         self.stats["dropped_queue_full"] += 1
-        self._engine.count_dropped()
-        self._emitter.count_evicted("queue_full")
+        with self._tally_lock:
+            self._tally["dropped"] += 1
+            self._tally["queue_full"] += 1
         self._release_all(ready.held)
 
     def _evict(self, buf: _TraceBuffer, reason: str) -> None:
         self.stats[f"evicted_{reason}"] += 1
-        self._emitter.count_evicted(reason)
-        if buf.held or buf.genai:  # a run that will not be scored, as for a full queue
-            self._engine.count_dropped()
+        with self._tally_lock:
+            self._tally[reason] += 1
+            if buf.held or buf.genai:  # a run that will not be scored, as for a full queue
+                self._tally["dropped"] += 1
         self._release_all(buf.held)
+
+    def _flush_tally(self) -> None:
+        """Add the tallied drops and evictions to the metrics (off the app's threads)."""
+        if not self._tally:  # unlocked peek: a count missed now is taken on the next call
+            return
+        with self._tally_lock:
+            tally, self._tally = self._tally, Counter()
+        try:
+            dropped = tally.pop("dropped", 0)
+            if dropped:
+                self._engine.count_dropped(n=dropped)
+            for reason, n in tally.items():
+                self._emitter.count_evicted(reason, n)
+        except Exception:  # noqa: BLE001 - counting must not stop the worker
+            logger.warning("otel-toolscore: counting drops failed", exc_info=True)
 
     def _release(self, held: _Held, extra: dict[str, AttributeValue] | None = None) -> bool:
         """Forward a held span exactly once, with the scores' attributes when there are any."""
@@ -453,7 +477,11 @@ class ToolScoreSpanProcessor(SpanProcessor):
     def _work(self) -> None:
         busy_since = 0.0  # when the worker started running without a break; 0: it was idle
         while True:
-            item = self._queue.get()
+            self._flush_tally()
+            try:
+                item = self._queue.get(timeout=_TALLY_FLUSH_S)
+            except queue.Empty:
+                continue
             if item is None:
                 return
             if not busy_since:
@@ -571,6 +599,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 self._submit(r)
             done = self._wait_idle(deadline)
             done = self._engine.wait_judges(max(0.0, deadline - time.monotonic())) and done
+            self._flush_tally()  # counts taken on app threads reach the metrics before the flush
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             logger.warning("otel-toolscore: force_flush failed", exc_info=True)
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
@@ -619,6 +648,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 self.stats["dropped_shutdown"] += 1
                 self._engine.count_dropped()
                 self._release_all(item.held)
+        self._flush_tally()
         self._queue.put(None)
         current = threading.current_thread()
         for thread in (self._worker, self._timer):

@@ -280,6 +280,38 @@ def test_full_queue_drops_the_scoring_not_the_spans() -> None:
     provider.shutdown()
 
 
+def test_drops_are_counted_off_the_app_thread_and_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full queue drops runs in the app's on_end; the metric adds (µs each) happen on the
+    worker, and every dropped run is counted once by the time force_flush returns."""
+    from otel_toolscore.emit import Emitter
+
+    adders: list[str] = []
+    original = Emitter.count_evaluation
+
+    def spy(self: Emitter, name: str, outcome: str, n: int = 1) -> None:
+        adders.append(threading.current_thread().name)
+        original(self, name, outcome, n)
+
+    monkeypatch.setattr(Emitter, "count_evaluation", spy)
+    hanging = Hanging(seconds=30)
+    p = Pipeline(scorers=[hanging], queue_size=1, hold_timeout=60, completion_grace=0.01)
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    tracer = provider.get_tracer("app")
+    for _ in range(6):
+        _agent_run(tracer)
+    dropped = p.processor.stats["dropped_queue_full"]
+    assert dropped >= 3
+    assert threading.current_thread().name not in adders  # nothing counted on the app thread
+    hanging.release.set()
+    assert p.processor.force_flush(10_000)
+    points = {pt.attributes["outcome"]: pt.value for pt in p.metric_points("toolscore.evaluations")}
+    assert points["dropped"] == dropped and points["dropped"] + points.get("scored", 0) == 6
+    evicted = {pt.attributes["reason"]: pt.value for pt in p.metric_points("toolscore.traces.evicted")}
+    assert evicted == {"queue_full": dropped}
+    provider.shutdown()
+
+
 def test_shutdown_mid_flight_forwards_everything_held() -> None:
     hanging = Hanging(seconds=30)
     p = Pipeline(scorers=[hanging], hold_timeout=60, completion_grace=60)
