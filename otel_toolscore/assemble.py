@@ -13,7 +13,7 @@ become ``Trajectory.problems`` entries.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -296,7 +296,7 @@ _CANON_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
 def _canon(args: Any) -> str:
     try:
         return _CANON_ENCODER.encode(args)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return repr(args)
 
 
@@ -314,6 +314,14 @@ class _CallBuilder:
         self._settled: dict[int, tuple[Message, tuple[tuple[ToolResultPart, None], ...]]] = {}
         self._seq = 0
         self.problems: list[str] = []
+        # Indexes that keep matching linear in the number of calls (a run may echo thousands of
+        # id-less calls): built on first need, then kept up to date.
+        #: (name, canonical arguments) → calls in creation order; arguments do not change while
+        #: LLM spans are added, which is when this is used
+        self._by_key: dict[str, list[ToolCall]] | None = None
+        #: calls without a tool span, by name and by (name, canonical arguments), creation order
+        self._free_by_name: dict[str | None, dict[int, ToolCall]] | None = None
+        self._free_by_key: dict[str, dict[int, ToolCall]] = {}
 
     def sort_key(self, call: ToolCall) -> tuple[int, int]:
         return self._keys[id(call)]
@@ -325,6 +333,8 @@ class _CallBuilder:
         self.calls.append(call)
         if call.id:
             self._by_id[call.id] = call
+        if self._by_key is not None:
+            self._by_key.setdefault(_call_key(call.name, call.arguments), []).append(call)
         return call
 
     # LLM spans: requested calls (output), echoed calls and results (input history)
@@ -391,10 +401,14 @@ class _CallBuilder:
             return
         # Same call under another id (Responses bridges echo `fc_…` item ids for `call_…` calls),
         # or no id at all: the n-th echo of (name, arguments) is the n-th such call.
-        key = f"{req.name}\x00{_canon(req.arguments)}"
+        key = _call_key(req.name, req.arguments)
         nth = seen[key]
         seen[key] += 1
-        same = [c for c in self.calls if f"{c.name}\x00{_canon(c.arguments)}" == key]
+        if self._by_key is None:
+            self._by_key = {}
+            for c in self.calls:
+                self._by_key.setdefault(_call_key(c.name, c.arguments), []).append(c)
+        same = self._by_key.get(key, ())
         if nth < len(same):
             call = same[nth]
             if req.id:
@@ -418,14 +432,11 @@ class _CallBuilder:
             self.problems.append(f"span {f.span_id} ({f.name}): second tool span for call {t.call_id}")
             call = None
         if call is None:
-            free = [c for c in self.calls if c.span_id is None and c.name == t.name]
-            if t.arguments is not None:
-                exact = [c for c in free if _canon(c.arguments) == _canon(t.arguments)]
-                free = exact or free
-            call = free[0] if free else None
+            call = self._first_free(t.name, t.arguments)
         if call is None:
             call = self._new(f.start, id=t.call_id, name=t.name, start_time=f.start)
         call.span_id = f.span_id
+        self._unfree(call)
         _add_source(call, "tool_span")
         if call.id is None and t.call_id:
             call.id = t.call_id
@@ -439,9 +450,34 @@ class _CallBuilder:
         if t.error and call.error is None:
             call.error = t.error
 
+    def _first_free(self, name: str | None, arguments: Any) -> ToolCall | None:
+        """The first call (in creation order) of that name without a tool span, one with the
+        same arguments preferred."""
+        if self._free_by_name is None:
+            self._free_by_name = {}
+            for c in self.calls:
+                if c.span_id is None:
+                    self._free_by_name.setdefault(c.name, {})[id(c)] = c
+                    self._free_by_key.setdefault(_call_key(c.name, c.arguments), {})[id(c)] = c
+        if arguments is not None:
+            exact = self._free_by_key.get(_call_key(name, arguments))
+            if exact:
+                return next(iter(exact.values()))
+        free = self._free_by_name.get(name)
+        return next(iter(free.values())) if free else None
+
+    def _unfree(self, call: ToolCall) -> None:
+        if self._free_by_name is None:
+            return
+        self._free_by_name.get(call.name, {}).pop(id(call), None)
+        self._free_by_key.get(_call_key(call.name, call.arguments), {}).pop(id(call), None)
+
     def finish(self) -> list[ToolCall]:
         """Apply results seen only in later model input, then settle errors."""
         self.calls.sort(key=self.sort_key)
+        # name → calls in call order not yet answered by a result message: an answered call
+        # stays answered, so each list is consumed from the front
+        unanswered: dict[str | None, deque[ToolCall]] | None = None
         for part, position in self._results:
             call = self._by_id.get(part.tool_call_id) if part.tool_call_id else None
             if call is None and position is not None:
@@ -449,8 +485,14 @@ class _CallBuilder:
                 # call order, so the n-th id-less result of an input answers the n-th call.
                 call = self.calls[position] if position < len(self.calls) else None
                 if call is not None and part.name is not None and call.name != part.name:
-                    call = next((c for c in self.calls if c.name == part.name
-                                 and "result_message" not in c.sources), None)
+                    if unanswered is None:
+                        unanswered = defaultdict(deque)
+                        for c in self.calls:
+                            unanswered[c.name].append(c)
+                    queue = unanswered[part.name]
+                    while queue and "result_message" in queue[0].sources:
+                        queue.popleft()
+                    call = queue[0] if queue else None
             if call is None:
                 if part.tool_call_id is not None:
                     self.problems.append(f"tool result for unknown call id {part.tool_call_id}")
@@ -466,6 +508,10 @@ class _CallBuilder:
             if call.error is None and call.has_result:
                 call.error = result_error(call.result)
         return self.calls
+
+
+def _call_key(name: str | None, arguments: Any) -> str:
+    return f"{name}\x00{_canon(arguments)}"
 
 
 def _args_error(req: ToolCallRequest) -> str | None:

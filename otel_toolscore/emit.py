@@ -46,6 +46,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_toolscore import __version__, semconv
 from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.conventions.parsing import valid_text
 from otel_toolscore.scorers.redaction import Redactor, make_redactor
 from otel_toolscore.scorers.base import (
     LABEL_ERROR,
@@ -340,7 +341,8 @@ class Emitter:
                 text = head[:space] if space > 0 else ""
                 text += " …"
             text = self._redact(text)
-        return truncate(text, limit)
+        # A custom scorer's text may hold lone surrogates, which the OTLP encoder cannot write.
+        return valid_text(truncate(text, limit))
 
     # --- agent-span attributes --------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from otel_toolscore.conventions.parsing import valid_text
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.trajectory import Trajectory
 
@@ -27,8 +29,26 @@ def json_lines(runs: Sequence[ScoredRun], out: TextIO) -> None:
     for run in runs:
         record: dict[str, Any] = run.trajectory.to_report()
         record["scores"] = [s.to_dict() for s in run.scores]
-        out.write(json.dumps(record, ensure_ascii=False, default=str))
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        if not line.isascii():
+            # valid_text: a lone surrogate (from a scorer of the user's, say) must not make the
+            # UTF-8 output fail half-way; escaped separators: str.splitlines() would split there
+            line = valid_text(line).translate(_LINE_BREAKS)
+        out.write(line)
         out.write("\n")
+
+
+#: characters str.splitlines() breaks at that json.dumps(ensure_ascii=False) leaves unescaped
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+#: characters XML 1.0 does not allow (control characters other than tab, LF, CR; U+FFFE/F)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """Text ElementTree can write as well-formed XML: it escapes markup, not these."""
+    return _NOT_XML.sub("\ufffd", valid_text(text))
 
 
 _SHORT = {
@@ -118,20 +138,20 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
             counts["tests"] += 1
             case = ET.SubElement(
                 suite, "testcase",
-                classname=f"{run.source}.{traj.agent_name or 'run'}",
-                name=f"{s.name} [trace {traj.trace_id[:16]} span {traj.span_id}]",
+                classname=_xml(f"{run.source}.{traj.agent_name or 'run'}"),
+                name=_xml(f"{s.name} [trace {traj.trace_id[:16]} span {traj.span_id}]"),
             )
             if s.error:
                 counts["errors"] += 1
-                ET.SubElement(case, "error", type=s.error, message=s.explanation or s.error)
+                ET.SubElement(case, "error", type=_xml(s.error), message=_xml(s.explanation or s.error))
             elif s.value is None:
                 counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=s.explanation or (s.label or "skipped"))
+                ET.SubElement(case, "skipped", message=_xml(s.explanation or (s.label or "skipped")))
             elif s.label == "fail" or (fail_under is not None and s.value < fail_under):
                 counts["failures"] += 1
-                failure = ET.SubElement(case, "failure", type=s.label or "fail",
-                                        message=f"{s.name} = {s.value:g}: {s.explanation}")
-                failure.text = json.dumps(s.details, indent=1, default=str)[:20_000]
+                failure = ET.SubElement(case, "failure", type=_xml(s.label or "fail"),
+                                        message=_xml(f"{s.name} = {s.value:g}: {s.explanation}"))
+                failure.text = _xml(json.dumps(s.details, indent=1, default=str)[:20_000])
     for k, v in counts.items():
         suite.set(k, str(v))
     ET.indent(suite)

@@ -289,3 +289,16 @@ def test_code_scorers_open_no_connection(tmp_path: Path) -> None:
     assert int(lines["scored"]) == 5  # the five runs of sample.jsonl were scored ...
     assert lines["events"] == "[]"  # ... without a single connection or name lookup
     assert int(lines["probe"]) >= 1
+
+
+def test_explanations_with_lone_surrogates_still_encode() -> None:
+    """A custom scorer's explanation cut inside an emoji must not cost the evaluation its export."""
+    from otel_toolscore.config import ToolScoreSettings
+    from otel_toolscore.emit import Emitter
+    from otel_toolscore.scorers.base import Score
+
+    emitter = Emitter(ToolScoreSettings(metrics=False, events=False))
+    attrs = emitter.span_attributes([Score(name="mine", value=0.5, label="half", explanation="cut \ud83d here")])
+    text = attrs["toolscore.mine.explanation"]
+    assert text == "cut \ufffd here"
+    text.encode("utf-8")

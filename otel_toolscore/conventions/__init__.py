@@ -8,9 +8,10 @@ decisions (a role, a final answer) are not overridden by generic ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from types import MappingProxyType
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
@@ -18,7 +19,15 @@ from opentelemetry.trace import StatusCode
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import frameworks, genai, openinference, openllmetry, vercel_ai
 from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
-from otel_toolscore.conventions.parsing import as_text, result_error, shared_memo
+from otel_toolscore.conventions.parsing import (
+    as_text,
+    clean_strings,
+    collect_unread,
+    may_hold_surrogates,
+    result_error,
+    shared_memo,
+    stop_collecting,
+)
 
 Reader = Callable[[ReadableSpan, Attributes, SpanFacts], None]
 
@@ -62,11 +71,20 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     raw = _lookup_attributes(span)
     # Read-only for the readers; a proxy of a plain dict answers get/in in C.
     attrs: Attributes = MappingProxyType(raw) if type(raw) is dict else (raw or {})
-    for reader in READERS:
-        try:
-            reader(span, attrs, facts)
-        except Exception as exc:  # noqa: BLE001 - one bad attribute must not lose the trace
-            facts.problem(f"{reader.__module__.rsplit('.', 1)[-1]} reader failed: {type(exc).__name__}: {exc}")
+    unread: list[tuple[Any, str]] = []
+    token = collect_unread(unread)
+    try:
+        for reader in READERS:
+            try:
+                reader(span, attrs, facts)
+            except Exception as exc:  # noqa: BLE001 - one bad attribute must not lose the trace
+                facts.problem(f"{reader.__module__.rsplit('.', 1)[-1]} reader failed: {type(exc).__name__}: {exc}")
+    finally:
+        stop_collecting(token)
+    for value, why in unread:
+        # Values left unread for their size or depth: named by attribute when they are one.
+        key = next((k for k, v in attrs.items() if v is value), None)
+        facts.problem(f"{key or 'a value inside an attribute'} was not read: {why}")
     if facts.role is None:
         facts.role = "other"
     _read_failure(span, facts)
@@ -74,7 +92,43 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
         for key, value in attrs.items():
             if key.startswith(sc.TOOLSCORE_PREFIX):
                 facts.expectations[key] = value
+    # A span no reader recognised gives the run only its name (in problems): look at that alone.
+    if _may_hold_surrogates(span, attrs) if facts.conventions else may_hold_surrogates(facts.name):
+        clean_strings(facts)
     return facts
+
+
+def _may_hold_surrogates(span: ReadableSpan, attrs: Attributes) -> bool:
+    """Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
+    Rare; when so, what was read is cleaned rather than every reader guarding its output.
+    Most texts are ASCII without a ``\\u`` escape, which two C-level checks tell."""
+    if _texts_may_hold_surrogates(attrs.values()) or not all(map(str.isascii, attrs)) and any(
+        map(may_hold_surrogates, attrs)
+    ):
+        return True
+    name = span.name or ""
+    if not name.isascii() and may_hold_surrogates(name):
+        return True
+    status = span.status
+    if status is not None and status.description and may_hold_surrogates(status.description):
+        return True
+    for event in span.events:
+        ev = event.attributes or {}
+        if may_hold_surrogates(event.name) or _texts_may_hold_surrogates(ev.values()) or any(
+            map(may_hold_surrogates, ev)
+        ):
+            return True
+    return False
+
+
+def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
+    for value in values:
+        if type(value) is str:
+            if (not value.isascii() or "\\u" in value) and may_hold_surrogates(value):
+                return True
+        elif type(value) is tuple and any(type(v) is str and may_hold_surrogates(v) for v in value):
+            return True
+    return False
 
 
 def _read_failure(span: ReadableSpan, facts: SpanFacts) -> None:

@@ -175,6 +175,8 @@ def documents_from(items: list[Any]) -> list[Document]:
         if not isinstance(item, dict):
             continue
         meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else None
+        if meta is not None and p.nested_deeper_than(meta):
+            meta = None
         doc_id = item.get("id") or (meta or {}).get("doc_id") or (meta or {}).get("id")
         content = item.get("content", item.get("page_content", item.get("text")))
         score = item.get("score")

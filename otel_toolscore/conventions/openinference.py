@@ -79,7 +79,8 @@ def _flattened(attrs: Attributes) -> tuple[list[Message], list[Message], list[An
             tools[int(t.group(1))] = value
     defs = []
     for i in sorted(tools):
-        d = p.tool_definition_from(tools[i])
+        # every LLM span of a run repeats the same schemas: read each distinct one once
+        d = p.memoized("oi_tool_definition", tools[i], p.tool_definition_from)
         if d is not None:
             defs.append(d)
     return _build(raw["input"]), _build(raw["output"]), defs
@@ -197,7 +198,7 @@ def _read_retriever(attrs: Attributes, facts: SpanFacts) -> None:
                 id=p.opt_str(f.get("id")),
                 content=p.as_text(f.get("content")),
                 score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-                metadata=meta if isinstance(meta, dict) else None,
+                metadata=meta if isinstance(meta, dict) and not p.nested_deeper_than(meta) else None,
             )
         )
     # Ids are often only in output.value (LangChain Documents); take them when it lines up.

@@ -13,13 +13,19 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
+from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
 
 #: cap on what we try to parse: a 10 MB attribute is kept raw, not parsed
 MAX_PARSE_CHARS = 2_000_000
+#: deeper values are not read: they would break what handles them later (JSON encoding,
+#: pydantic serialisation, schema validation all recurse), and no real payload nests this deep
+MAX_DEPTH = 100
 # json.dumps with any non-default option builds a new encoder per call; these are those calls'
 # encoders, built once (encode() keeps no state between calls, so sharing them is safe).
 _TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False)
@@ -39,7 +45,117 @@ def as_text(value: Any) -> str | None:
     try:
         return _TEXT_ENCODER.encode(list(value) if isinstance(value, tuple) else value)
     except (TypeError, ValueError):
+        pass
+    except RecursionError:
+        return _TOO_DEEP_TEXT
+    try:
         return str(value)
+    except RecursionError:
+        return _TOO_DEEP_TEXT
+
+
+_TOO_DEEP_TEXT = f"<a value nested deeper than {MAX_DEPTH} levels>"
+
+
+_CONTAINERS = frozenset({list, dict, tuple, set, frozenset})
+
+
+def nested_deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Do lists/dicts nest more than ``limit`` levels? Level by level, containers only.
+
+    Checked where a parsed value is kept as it is (arguments, results, schemas, metadata: the
+    ``Any`` fields of a trajectory), not on every parse: whole chat histories are read only for
+    their texts, and walking them would cost more than reading them."""
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [child for item in level for child in (item.values() if type(item) is dict else item)
+                 if type(child) in _CONTAINERS]
+    return False
+
+
+# --- text UTF-8 cannot carry ------------------------------------------------------------------
+
+#: a JSON escape of a lone surrogate half (JavaScript truncating a string inside an emoji); a
+#: high half followed by a low one is a valid pair (json.dumps writes every emoji that way)
+_SURROGATE_ESCAPE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def valid_text(value: str) -> str:
+    """The text with every lone surrogate replaced by U+FFFD: UTF-8 cannot encode one, so it
+    would break whatever writes the text out (OTLP exporters, the CLI's output, JSON dumps)."""
+    if value.isascii():  # O(1) in CPython
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return value
+
+
+def may_hold_surrogates(value: str) -> bool:
+    """Could reading this text give lone surrogates (raw, or as JSON escapes)?"""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+    # substring searches (C, no regex) rule out nearly every text
+    return "\\u" in value and ("\\ud" in value or "\\uD" in value) and _SURROGATE_ESCAPE.search(value) is not None
+
+
+def clean_strings(obj: Any) -> Any:
+    """``valid_text`` on every string inside a value (lists, dicts and models in place).
+    Values read from attributes nest at most ``MAX_DEPTH`` levels, so recursion is bounded."""
+    if isinstance(obj, str):
+        return valid_text(obj)
+    if isinstance(obj, list):
+        obj[:] = [clean_strings(x) for x in obj]
+    elif isinstance(obj, tuple):
+        return tuple(clean_strings(x) for x in obj)
+    elif isinstance(obj, dict):
+        cleaned = {clean_strings(k): clean_strings(v) for k, v in obj.items()}
+        obj.clear()
+        obj.update(cleaned)
+    elif isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            setattr(obj, name, clean_strings(getattr(obj, name)))
+    elif is_dataclass(obj) and not isinstance(obj, type):
+        for f in fields(obj):
+            setattr(obj, f.name, clean_strings(getattr(obj, f.name)))
+    return obj
+
+
+# --- what could not be read ---------------------------------------------------------------------
+
+#: (value, why) of values left unread for their size or depth, while a span is read
+_unread: ContextVar[list[tuple[Any, str]] | None] = ContextVar("otel_toolscore_unread", default=None)
+
+
+def collect_unread(found: list[tuple[Any, str]]) -> Token[list[tuple[Any, str]] | None]:
+    """From now on, values left unread (too large, too deep) are listed in ``found``, for the
+    span's problems, until ``stop_collecting`` with the token returned. (Not a context manager:
+    this runs for every span read, and a generator-based one costs more than the rest.)"""
+    return _unread.set(found)
+
+
+def stop_collecting(token: Token[list[tuple[Any, str]] | None]) -> None:
+    _unread.reset(token)
+
+
+def _note_unread(value: Any, why: str) -> None:
+    found = _unread.get()
+    if found is not None and not any(v is value and w == why for v, w in found):
+        found.append((value, why))
+
+
+_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 
 
 def loads(value: Any) -> Any:
@@ -53,26 +169,42 @@ def loads(value: Any) -> Any:
 
 
 def try_loads(value: Any) -> tuple[bool, Any]:
+    ok, parsed, _ = _try_loads(value)
+    return ok, parsed
+
+
+def _try_loads(value: Any) -> tuple[bool, Any, str | None]:
+    """``try_loads``, with why a text was left unread for its size or depth (also noted for
+    the span's problems, see ``collect_unread``)."""
     if not isinstance(value, (str, bytes)):
         if isinstance(value, tuple):
-            return True, list(value)
-        return True, value
+            return True, list(value), None
+        return True, value, None
+    if len(value) > MAX_PARSE_CHARS:
+        return _unread_because(value, f"{len(value):,} characters, over the {MAX_PARSE_CHARS:,}-character read limit")
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
     text = text.strip()
-    if not text or len(text) > MAX_PARSE_CHARS:
-        return False, None
+    if not text:
+        return False, None, None
     if text[0] in "{[\"" or text in ("null", "true", "false") or _looks_numeric(text):
         try:
-            return True, json.loads(text)
-        except (ValueError, RecursionError):
+            return True, json.loads(text), None
+        except RecursionError:
+            return _unread_because(value, _TOO_DEEP)
+        except ValueError:
             pass
     if text[0] in "{[(" or text in ("None", "True", "False"):
         # Python reprs (str(dict), str(list)) from SDKs that stringify what they do not know.
         try:
-            return True, ast.literal_eval(text)
+            return True, ast.literal_eval(text), None
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            return False, None
-    return False, None
+            return False, None, None
+    return False, None, None
+
+
+def _unread_because(value: Any, why: str) -> tuple[bool, None, str]:
+    _note_unread(value, why)
+    return False, None, why
 
 
 def _looks_numeric(text: str) -> bool:
@@ -246,9 +378,12 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
     if isinstance(value, Mapping):
         parsed: Any = dict(value)
     else:
-        ok, parsed = try_loads(value)
+        ok, parsed, unread = _try_loads(value)
         if not ok:
-            return None, raw, "arguments are not JSON"
+            return None, raw, f"arguments were not read: {unread}" if unread else "arguments are not JSON"
+    if nested_deeper_than(parsed):
+        _note_unread(value, _TOO_DEEP)
+        return None, raw, f"arguments were not read: {_TOO_DEEP}"
     parsed = unwrap_arguments(parsed)
     if not isinstance(parsed, dict):
         return None, raw, f"arguments are a JSON {type(parsed).__name__}, not an object"
@@ -277,6 +412,9 @@ def parse_result(value: Any) -> tuple[Any, str | None]:
         return None, None
     raw = as_text(value)
     ok, parsed = try_loads(value)
+    if ok and nested_deeper_than(parsed):
+        _note_unread(value, _TOO_DEEP)
+        ok = False
     if not ok:
         return (value if isinstance(value, str) else raw), raw
     return unwrap_result(parsed), raw
@@ -534,6 +672,9 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
         return None
     params = obj.get("parameters", obj.get("inputSchema", obj.get("input_schema", obj.get("json_schema"))))
     params = loads(params) if isinstance(params, str) else params
+    if nested_deeper_than(params):
+        _note_unread(params, _TOO_DEEP)
+        params = None
     # Vercel wraps schemas as {"jsonSchema": {...}} in some versions.
     if isinstance(params, Mapping) and "jsonSchema" in params and len(params) <= 2:
         params = params["jsonSchema"]

@@ -58,11 +58,7 @@ def small_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)) and len(value) <= 20:
         if all(v is None or isinstance(v, (bool, int, float, str)) for v in value):
             return [clip(v) if isinstance(v, str) else v for v in value]
-    try:
-        text = _SMALL_ENCODER.encode(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return clip(text)
+    return clip(_encode(_SMALL_ENCODER, value))
 
 
 def clip(text: str, limit: int = _MAX_ACTUAL_CHARS) -> str:
@@ -71,10 +67,22 @@ def clip(text: str, limit: int = _MAX_ACTUAL_CHARS) -> str:
 
 def canonical_json(value: Any) -> str:
     """Order-insensitive text of a JSON-like value, for equality of arguments and results."""
+    return _encode(_CANONICAL_ENCODER, value)
+
+
+def _encode(encoder: json.JSONEncoder, value: Any) -> str:
+    """JSON text of a value; its repr when it is not JSON; a marker when it nests too deep for
+    either (the readers do not let such values through; this is the last guard)."""
     try:
-        return _CANONICAL_ENCODER.encode(value)
+        return encoder.encode(value)
     except (TypeError, ValueError):
+        pass
+    except RecursionError:
+        return "<nested too deeply to show>"
+    try:
         return repr(value)
+    except RecursionError:
+        return "<nested too deeply to show>"
 
 
 def json_type(value: Any) -> str:

@@ -13,16 +13,23 @@ optional; times become minutes after midnight.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
-from collections.abc import Iterable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 #: a bare integer this small is usually a count or an ordinal, not a claim worth checking
 MINOR_INT_LIMIT = 10
-_MAX_TEXT = 200_000
+#: characters of one text that are examined (a 10 MB tool result is read in its first part)
+MAX_TEXT = _MAX_TEXT = 200_000
+#: longer texts are not kept in ``extract_facts``' cache: they rarely repeat, and the cache
+#: would keep megabytes of text alive long after their run was scored
+_MAX_CACHED_TEXT = 4_096
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +345,30 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
     return tuple(extractor.facts)
 
 
+#: facts of the last few long texts, by their examined part (a huge result is read as a
+#: value and as raw text in the same scoring): a few entries, so at most a few MB are kept
+_LONG: OrderedDict[str, tuple[Fact, ...]] = OrderedDict()
+_LONG_ENTRIES = 4
+_long_lock = threading.Lock()
+
+
+def facts_of(text: str) -> tuple[Fact, ...]:
+    """``extract_facts``, with long texts (which rarely repeat across runs, and which the big
+    cache would keep alive) in a small cache of their own, keyed by the part examined."""
+    if len(text) <= _MAX_CACHED_TEXT:
+        return extract_facts(text)
+    key = text[:_MAX_TEXT]
+    with _long_lock:
+        hit = _LONG.get(key)
+    if hit is None:
+        hit = extract_facts.__wrapped__(key)  # type: ignore[attr-defined]
+        with _long_lock:
+            _LONG[key] = hit
+            while len(_LONG) > _LONG_ENTRIES:
+                _LONG.popitem(last=False)
+    return hit
+
+
 def number_fact(value: float) -> Fact:
     """A JSON number leaf as a fact (no unit, as precise as it is)."""
     text = repr(value)
@@ -370,6 +401,10 @@ class FactIndex:
     def __init__(self, facts: Iterable[Fact] = (), texts: Iterable[str] = ()) -> None:
         self.numbers: set[float] = set()
         self.numeric: set[tuple[float, int]] = set()
+        #: finite numbers in order, for "a number here rounds to the fact" (None: to be rebuilt)
+        self._sorted: list[float] | None = None
+        #: decimals as written → the values written with that many
+        self._by_decimals: dict[int, set[float]] = {}
         self.percentages: set[float] = set()
         self.dates: set[tuple[int | None, int, int]] = set()
         self.month_days: set[tuple[int, int]] = set()
@@ -381,6 +416,7 @@ class FactIndex:
         self.kinds: set[tuple[str, str | None]] = set()
         self._blob_parts: list[str] = []
         self._texts: set[str] = set()
+        self._cut = 0  # texts added that were longer than what is examined
         self.add(facts)
         for text in texts:
             self.add_text(text)
@@ -390,15 +426,26 @@ class FactIndex:
         # history in every model request, so this is the common case.
         if text and text not in self._texts:
             self._texts.add(text)
-            self.add(extract_facts(text))
-            self._blob_parts.append(text.casefold())
+            if len(text) > _MAX_TEXT:
+                self._cut += 1
+            self.add(facts_of(text))
+            # only the part the facts came from: substring look-ups stay bounded per text
+            self._blob_parts.append(text[:_MAX_TEXT].casefold())
+
+    @property
+    def texts_cut(self) -> int:
+        """How many added texts were longer than ``MAX_TEXT`` (examined in their first part)."""
+        return self._cut
 
     def add(self, facts: Iterable[Fact]) -> None:
         for fact in facts:
             self.kinds.add((fact.kind, fact.unit if fact.kind == "number" else None))
             if fact.kind in _NUMERIC_KINDS:
-                self.numbers.add(fact.value)
+                if fact.value not in self.numbers:
+                    self.numbers.add(fact.value)
+                    self._sorted = None
                 self.numeric.add((fact.value, fact.decimals))
+                self._by_decimals.setdefault(fact.decimals, set()).add(fact.value)
                 if fact.kind == "percentage":
                     self.percentages.add(fact.value)
             elif fact.kind == "date":
@@ -424,7 +471,7 @@ class FactIndex:
             if rounded_here:
                 return (
                     fact.value in self.numbers
-                    or any(round(fact.value, decimals) == value for value, decimals in self.numeric)
+                    or any(round(fact.value, decimals) in values for decimals, values in self._by_decimals.items())
                     # a fraction shown as a percentage: 0.15 → "15%"
                     or round(fact.value * 100, 6) in self.percentages
                 )
@@ -451,17 +498,33 @@ class FactIndex:
             return True
         if fact.kind == "percentage" and round(value / 100, 6) in self.numbers:
             return True
+        if not math.isfinite(value):
+            return False
         # "about 68" for 68.4: a source value rounded to the precision the text uses; an
-        # answer that adds "(20°C)" to a 68°F result converted it, it did not invent it
+        # answer that adds "(20°C)" to a 68°F result converted it, it did not invent it.
+        # Only sources within half a unit of the last written digit can round to the value: they
+        # are found by bisection, so a run with 100,000 numbers is not scanned once per fact.
+        decimals = fact.decimals
+        half = 0.5 * 10.0**-decimals
+        if self._any_within(value - half, value + half, lambda s: round(s, decimals) == value):
+            return True
         conversions = _CONVERSIONS.get(fact.unit or "", ()) if fact.kind == "number" else ()
-        for source in self.numbers:
-            if not math.isfinite(source):
-                continue
-            if round(source, fact.decimals) == value:
-                return True
-            if any(round(convert(source), fact.decimals) == value for convert in conversions):
+        for i, convert in enumerate(conversions):
+            inverse = conversions[1 - i]  # every conversion is increasing, with its inverse beside it
+            if self._any_within(inverse(value - half), inverse(value + half),
+                                lambda s, c=convert: round(c(s), decimals) == value):
                 return True
         return False
+
+    def _any_within(self, lo: float, hi: float, test: Callable[[float], bool]) -> bool:
+        """Does a finite number in [lo, hi] (widened for float error) pass ``test``?"""
+        if self._sorted is None:
+            self._sorted = sorted(n for n in self.numbers if math.isfinite(n))
+        numbers = self._sorted
+        slack = (abs(lo) + abs(hi)) * 1e-12 + 1e-12
+        start = bisect.bisect_left(numbers, lo - slack)
+        end = bisect.bisect_right(numbers, hi + slack)
+        return any(test(numbers[i]) for i in range(start, end))
 
     def _has_date(self, reading: tuple[int | None, int, int]) -> bool:
         y, m, d = reading

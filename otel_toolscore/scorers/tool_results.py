@@ -37,6 +37,12 @@ Decisions where SCORERS.md is silent:
 * No tool calls → value 1.0, label ``no_tool_calls`` (as tool_call_validation).
 * Label ``pass`` when no call has a high or critical issue, else ``fail``. ``summary.valid_calls``
   counts those calls.
+* Bounded work on huge input: a result value and the response are examined in their first
+  200,000 characters, at most 200 distinct values of a result and 500 facts of the response are
+  compared, and at most 50,000 result values are indexed for grounding; a run beyond that (or
+  with a grounding text over 200,000 characters) has its hallucination check skipped, since an
+  unindexed part could hold the fact. Every cap reached is listed in ``details.limits`` and
+  mentioned in the explanation.
 """
 
 from __future__ import annotations
@@ -50,11 +56,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from otel_toolscore.conventions.parsing import nested_deeper_than
 from otel_toolscore.scorers._common import Issue, clip, small_json, step_positions
 from otel_toolscore.scorers._facts import (
+    MAX_TEXT,
     Fact,
     FactIndex,
-    extract_facts,
+    facts_of,
     number_fact,
     unique_facts,
 )
@@ -76,6 +84,16 @@ _BLOCKING = frozenset({"high", "critical"})
 
 _MAX_SALIENT = 200
 _MAX_PARSE = 200_000
+#: characters of one result value or of the response that are compared (10 MB texts are
+#: examined in their first part, and ``details.limits`` says so)
+_MAX_EXAMINED = MAX_TEXT
+#: response facts checked for grounding (each is looked up in every source text)
+_MAX_CLAIMS = 500
+#: values of tool results (scalars and keys) put into the run's grounding index; a run with
+#: more has its hallucination check skipped (a fact could hide in what was not indexed)
+_MAX_GROUNDING_VALUES = 50_000
+#: texts this long are normalised without going through ``norm_phrase``'s cache
+_MAX_CACHED_PHRASE = 4_096
 _SHORT_WORDS = 6
 _SHORT_CHARS = 80
 _TOKEN_OVERLAP = 0.6
@@ -94,12 +112,28 @@ _STOPWORDS = frozenset(
 )
 
 
-@lru_cache(maxsize=8192)
 def norm_phrase(text: str) -> str:
     """Case-folded, punctuation and whitespace collapsed, padded with spaces so that ``in``
-    checks match whole words only."""
+    checks match whole words only. Cached for short texts only: a cache must not keep
+    megabytes of one run's text alive."""
+    return _norm_phrase_cached(text) if len(text) <= _MAX_CACHED_PHRASE else _norm_phrase(text)
+
+
+def _norm_phrase(text: str) -> str:
     collapsed = _SEPARATORS.sub(" ", text.casefold().replace("’", "'")).strip()
     return f" {collapsed} " if collapsed else ""
+
+
+_norm_phrase_cached = lru_cache(maxsize=8192)(_norm_phrase)
+
+
+def _examined(text: str, what: str, limits: list[str] | None) -> str:
+    """The first ``_MAX_EXAMINED`` characters of a text; a cut is noted in ``limits``."""
+    if len(text) <= _MAX_EXAMINED:
+        return text
+    if limits is not None:
+        limits.append(f"{what}: only the first {_MAX_EXAMINED:,} of {len(text):,} characters were examined")
+    return text[:_MAX_EXAMINED]
 
 
 def content_tokens(normalised: str) -> frozenset[str]:
@@ -197,15 +231,17 @@ def structured_result(call: ToolCall) -> tuple[Any, bool]:
 
 
 def _parse(text: str) -> Any:
+    """JSON or a Python repr; None when neither, or when nested too deep to handle."""
     try:
-        return json.loads(text)
+        parsed = json.loads(text)
     except (ValueError, RecursionError):
-        pass
-    try:
-        parsed = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-    return parsed if isinstance(parsed, (dict, list, tuple)) else None
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+        if not isinstance(parsed, (dict, list, tuple)):
+            return None
+    return None if nested_deeper_than(parsed) else parsed
 
 
 def is_empty(value: Any) -> bool:
@@ -297,27 +333,31 @@ def _leaves(value: Any, depth: int = 0) -> Iterator[Any]:
             yield value
 
 
-def salient_values(value: Any) -> list[Salient]:
+def salient_values(value: Any, limits: list[str] | None = None, what: str = "result") -> list[Salient]:
+    """The result's salient values, at most ``_MAX_SALIENT``; each leaf is read lazily, so a
+    result with a million sentences costs only the ones taken. Cuts are noted in ``limits``."""
     found: dict[tuple[str, frozenset[str], tuple[Any, ...]], Salient] = {}
     for leaf in _leaves(value):
-        for item in _salient_of_leaf(leaf):
+        for item in _salient_of_leaf(leaf, limits, what):
             key = (item.phrase, item.tokens, tuple(f.key for f in item.facts))
             found.setdefault(key, item)
             if len(found) >= _MAX_SALIENT:
+                if limits is not None:
+                    limits.append(f"{what}: only the first {_MAX_SALIENT} distinct values were compared")
                 return list(found.values())
     return list(found.values())
 
 
-def _salient_of_leaf(leaf: Any) -> list[Salient]:
+def _salient_of_leaf(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterator[Salient]:
     if not isinstance(leaf, str):
         fact = number_fact(float(leaf))
-        return [Salient(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))]
-    text = leaf.strip()
+        yield Salient(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))
+        return
+    text = _examined(leaf, what, limits).strip()
     if not any(ch.isalnum() for ch in text):
-        return []
+        return
     short = len(text) <= _SHORT_CHARS and len(text.split()) <= _SHORT_WORDS
-    segments = [text] if short else [s.strip() for s in _SENTENCE_SPLIT.split(text)]
-    out = []
+    segments = [text] if short else (s.strip() for s in _SENTENCE_SPLIT.split(text))
     for segment in segments:
         if not any(ch.isalnum() for ch in segment):
             continue
@@ -326,8 +366,7 @@ def _salient_of_leaf(leaf: Any) -> list[Salient]:
         # word overlap only for values with enough words: "partly cloudy" must match exactly,
         # or "partly sunny" would count as using it
         fuzzy = tokens if len(tokens) >= _MIN_FUZZY_TOKENS else frozenset()
-        out.append(Salient(segment, phrase, fuzzy, extract_facts(segment)))
-    return out
+        yield Salient(segment, phrase, fuzzy, facts_of(segment))
 
 
 # --- the response -----------------------------------------------------------------------------
@@ -345,9 +384,10 @@ class Response:
     claims_found: bool
 
     @classmethod
-    def of(cls, text: str) -> Response:
+    def of(cls, text: str, limits: list[str] | None = None) -> Response:
+        text = _examined(text, "response", limits)
         phrase = norm_phrase(text)
-        facts = tuple(unique_facts(extract_facts(text)))
+        facts = tuple(unique_facts(facts_of(text)))
         return cls(
             text=text,
             phrase=phrase,
@@ -384,16 +424,26 @@ def final_response(trajectory: Trajectory, llms: list[LLMCall]) -> str:
     return ""
 
 
-def grounding_index(trajectory: Trajectory) -> FactIndex:
+def grounding_index(trajectory: Trajectory) -> tuple[FactIndex, bool]:
     """Facts the agent was given: every tool result (values and keys) and error, the user
-    input, the system instructions, and user/system/tool messages of every LLM request."""
+    input, the system instructions, and user/system/tool messages of every LLM request.
+
+    Also whether it is complete: at most ``_MAX_GROUNDING_VALUES`` result values are indexed
+    (each text also in its first ``MAX_TEXT`` characters only), so that a run with huge
+    results is scored in bounded time."""
     index = FactIndex()
+    complete = True
+    budget = _MAX_GROUNDING_VALUES
     for text in (trajectory.input, trajectory.system_instructions):
         if text:
             index.add_text(text)
     for call in trajectory.tool_calls:
         value, _ = structured_result(call)
         for item in _scalars_with_keys(value):
+            if budget <= 0:
+                complete = False
+                break
+            budget -= 1
             if isinstance(item, str):
                 index.add_text(item)
             else:
@@ -414,7 +464,7 @@ def grounding_index(trajectory: Trajectory) -> FactIndex:
             for part in message.tool_results:
                 if part.content_raw:
                     index.add_text(part.content_raw)
-    return index
+    return index, complete and not index.texts_cut
 
 
 class _Grounding:
@@ -478,16 +528,24 @@ class ToolResultVerification(Scorer):
                 details={"tool_calls": [], "summary": _summary([]), "response_available": False},
             )
         final = final_response(trajectory, llms)
-        grounding = _Grounding(grounding_index(trajectory))
+        index, complete = grounding_index(trajectory)
+        grounding = _Grounding(index) if complete else None
         responses: dict[str, Response] = {}
         reports = []
+        #: where a cap on what is examined was reached (10 MB results, huge answers)
+        limits: list[str] = []
+        if not complete:
+            limits.append(
+                "hallucination check skipped: the run's tool results and inputs are larger than what is indexed "
+                f"({_MAX_GROUNDING_VALUES:,} values, {MAX_TEXT:,} characters per text)"
+            )
         for call, position in zip(calls, call_positions, strict=True):
             text = self._response_text(final, llms, llm_positions, position)
             response = responses.get(text)
             if response is None:
-                response = responses[text] = Response.of(text)
-            reports.append(self._check_call(call, response, grounding))
-        return self._summarise(reports, any(r.available for r in responses.values()))
+                response = responses[text] = Response.of(text, limits)
+            reports.append(self._check_call(call, response, grounding, limits))
+        return self._summarise(reports, any(r.available for r in responses.values()), list(dict.fromkeys(limits)))
 
     def _response_text(
         self, final: str, llms: list[LLMCall], llm_positions: list[int], position: int
@@ -508,9 +566,10 @@ class ToolResultVerification(Scorer):
     # one call ---------------------------------------------------------------------------------
 
     def _check_call(
-        self, call: ToolCall, response: Response, grounding: _Grounding
+        self, call: ToolCall, response: Response, grounding: _Grounding | None, limits: list[str] | None = None
     ) -> dict[str, Any]:
         issues: list[Issue] = []
+        what = f"result of call {call.id or call.name or '?'}"
         value, malformed = structured_result(call)
         has_result = _has_result(call)
         error = error_of(call, value)
@@ -540,16 +599,16 @@ class ToolResultVerification(Scorer):
                 )
             )
         else:
-            salient = salient_values(value)
+            salient = salient_values(value, limits, what)
 
         result_index = FactIndex(fact for item in salient for fact in item.facts)
         if isinstance(value, str) and malformed:
-            result_index.add(extract_facts(value))
+            result_index.add(facts_of(_examined(value, what, limits)))
         hallucination_score = 0.0
         ungrounded: list[str] = []
         integrated = False
         if response.available and (has_result or error is not None):
-            hallucination_score, ungrounded = self._hallucination(response, grounding, result_index)
+            hallucination_score, ungrounded = self._hallucination(response, grounding, result_index, limits)
             contradiction = _contradiction(value, error, response)
             if contradiction:
                 issues.append(Issue("contradicts_response", "high", contradiction))
@@ -585,11 +644,18 @@ class ToolResultVerification(Scorer):
         }
 
     def _hallucination(
-        self, response: Response, grounding: _Grounding, result_index: FactIndex
+        self, response: Response, grounding: _Grounding | None, result_index: FactIndex,
+        limits: list[str] | None = None,
     ) -> tuple[float, list[str]]:
         claims = [fact for fact in response.facts if not fact.minor]
-        if not claims:
+        if not claims or grounding is None:
             return 0.0, []
+        if len(claims) > _MAX_CLAIMS:
+            # each claim is looked up in every source text: the first ones stand for the rest
+            if limits is not None:
+                limits.append(f"response: only the first {_MAX_CLAIMS} of its {len(claims)} facts were checked "
+                              "for grounding")
+            claims = claims[:_MAX_CLAIMS]
         ungrounded = [
             fact.text
             for fact in claims
@@ -599,7 +665,8 @@ class ToolResultVerification(Scorer):
 
     # trajectory -------------------------------------------------------------------------------
 
-    def _summarise(self, reports: list[dict[str, Any]], response_available: bool) -> Score:
+    def _summarise(self, reports: list[dict[str, Any]], response_available: bool,
+                   limits: list[str] | None = None) -> Score:
         summary = _summary(reports)
         passed = summary["valid_calls"] == summary["total_calls"]
         counts = summary["issue_counts"]
@@ -613,16 +680,20 @@ class ToolResultVerification(Scorer):
             )
         if not response_available:
             explanation += " No response text was recorded, so only the results were checked."
+        details: dict[str, Any] = {
+            "tool_calls": reports,
+            "summary": summary,
+            "response_available": response_available,
+        }
+        if limits:
+            explanation += " Large inputs were examined in part (details.limits)."
+            details["limits"] = limits
         return Score(
             name=self.name,
             value=summary["average_score"],
             label=LABEL_PASS if passed else LABEL_FAIL,
             explanation=explanation,
-            details={
-                "tool_calls": reports,
-                "summary": summary,
-                "response_available": response_available,
-            },
+            details=details,
         )
 
 
