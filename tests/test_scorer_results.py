@@ -456,3 +456,16 @@ def test_a_broken_trajectory_gives_an_error_score() -> None:
     broken = Trajectory.model_construct(trace_id="t", steps=5)  # skips validation: not a list
     score = ToolResultVerification().score(broken)
     assert score.value is None and score.label == "error" and score.error == "TypeError"
+
+
+def test_integers_beyond_float_range_in_results_are_not_an_error() -> None:
+    """JSON integers have no size limit; 10**400 in a result once made the scorer fail with
+    OverflowError (found by the hostile-input fuzzing)."""
+    from trajectory_factory import make_trajectory
+
+    from otel_toolscore.scorers import get_scorer
+
+    scorer = get_scorer("tool_result_verification")
+    for result in ({"n": 10**400, "temp": 21}, [10**400, 21], f'{{"n": {"9" * 400}, "temp": 21}}'):
+        score = scorer.score(make_trajectory([("get", {"q": 1}, result)], input="q", output="It is 21 degrees."))
+        assert score.error is None and score.value is not None, (result, score.explanation)

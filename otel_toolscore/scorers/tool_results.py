@@ -329,7 +329,7 @@ def _leaves(value: Any, depth: int = 0) -> Iterator[Any]:
                 return
         yield value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if math.isfinite(value):
+        if _finite(value):
             yield value
 
 
@@ -497,8 +497,16 @@ def _scalars_with_keys(value: Any, depth: int = 0) -> Iterator[str | float]:
             yield from _scalars_with_keys(item, depth + 1)
     elif isinstance(value, str):
         yield value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value):
         yield float(value)
+
+
+def _finite(value: int | float) -> bool:
+    """A number a float can hold: JSON allows integers of any size (``10**400`` overflows)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 # --- the scorer ---------------------------------------------------------------------------------
