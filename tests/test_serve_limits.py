@@ -15,49 +15,28 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_server_errors import (  # noqa: F401
+    LOGS,
+    PB,
+    TRACES,
+    _no_ambient_otel_settings,
+    pb_body,
+    plain_spans,
+)
 
 from otel_toolscore.server import ToolScoreServer
 
-TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-PB = "application/x-protobuf"
 #: what the machine may add to a bound (2 loaded vCPUs); a hang is many times this
 MARGIN_S = 4.0
 PROC_NET = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_otel_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("OTEL_EXPORTER_OTLP_", "OTEL_TOOLSCORE_", "OTEL_BSP_", "OTEL_SERVICE_NAME")):
-            monkeypatch.delenv(name)
-
-
-def plain_spans(n: int) -> list[ReadableSpan]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span("root"):
-        for i in range(n - 1):
-            with tracer.start_as_current_span(f"child {i}"):
-                pass
-    return list(memory.get_finished_spans())
-
-
-def pb_body(spans: Sequence[ReadableSpan]) -> bytes:
-    return encode_spans(spans).SerializeToString()
 
 
 BODY = pb_body(plain_spans(2))
@@ -108,7 +87,7 @@ class HoldingUpstream:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with lock:
                     outer.arrived += 1
