@@ -13,7 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 
@@ -37,13 +38,14 @@ class CountingExporter(SpanExporter):
         return True
 
 
-def telemetry_providers(kind: str) -> tuple[Any, Any, str]:
+def telemetry_providers(kind: str, reader: Any = None) -> tuple[Any, Any, str]:
     """(meter_provider, logger_provider, description) for the processor's events and metrics.
 
     ``sdk``: the SDK's MeterProvider (a manual reader that is never collected, so every record
     is aggregated as in production) and LoggerProvider with a BatchLogRecordProcessor into a
     no-op exporter: the full cost of producing the telemetry, no I/O.
     ``noop``: the API's no-op providers (what an app that configured no metrics/logs gets).
+    ``reader``: the SDK MeterProvider's reader, when the caller reads the metrics afterwards.
     """
     if kind == "noop":
         from opentelemetry._logs import NoOpLoggerProvider
@@ -51,7 +53,11 @@ def telemetry_providers(kind: str) -> tuple[Any, Any, str]:
 
         return NoOpMeterProvider(), NoOpLoggerProvider(), "API no-op MeterProvider and LoggerProvider"
     from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+    from opentelemetry.sdk._logs.export import (
+        BatchLogRecordProcessor,
+        LogRecordExporter,
+        LogRecordExportResult,
+    )
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -67,7 +73,7 @@ def telemetry_providers(kind: str) -> tuple[Any, Any, str]:
 
     lp = LoggerProvider()
     lp.add_log_record_processor(BatchLogRecordProcessor(_NoOpLogs()))
-    mp = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    mp = MeterProvider(metric_readers=[reader if reader is not None else InMemoryMetricReader()])
     return mp, lp, ("SDK MeterProvider (in-memory reader, never collected) and SDK LoggerProvider "
                     "with BatchLogRecordProcessor(no-op exporter)")
 
@@ -150,3 +156,37 @@ def thread_cpu_seconds() -> float:
 def emit_json(result: dict[str, Any]) -> None:
     """The last line a benchmark prints: its result as JSON, for run.py to collect."""
     print("RESULT " + json.dumps(result, default=str), flush=True)
+
+
+class TimedProcessor(SpanProcessor):
+    """Times the wrapped processor's on_start/on_end, call by call."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+        self.starts: dict[int, int] = {}
+        self.endings = 0
+        self.pairs: list[int] = []  # on_start + on_end ns, per span
+        self.agent_pairs: list[int] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        t = time.perf_counter_ns()
+        self.inner.on_start(span, parent_context)
+        self.starts[id(span)] = time.perf_counter_ns() - t
+
+    def _on_ending(self, span: Span) -> None:
+        # The SDK calls this on every span just before on_end (the span is still writable).
+        t = time.perf_counter_ns()
+        self.inner._on_ending(span)
+        self.endings = time.perf_counter_ns() - t
+
+    def on_end(self, span: ReadableSpan) -> None:
+        t = time.perf_counter_ns()
+        self.inner.on_end(span)
+        d = time.perf_counter_ns() - t + self.starts.pop(id(span), 0) + self.endings
+        (self.agent_pairs if span.parent is None else self.pairs).append(d)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)

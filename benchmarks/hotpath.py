@@ -41,7 +41,16 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from benchmarks.common import child_env, CountingExporter, emit_json, machine, percentile, summary, telemetry_providers
+from benchmarks.common import (
+    CountingExporter,
+    TimedProcessor,
+    child_env,
+    emit_json,
+    machine,
+    percentile,
+    summary,
+    telemetry_providers,
+)
 from benchmarks.workload import emit_run, genai_run
 
 #: distinct runs cycled through (enough distinct texts that the scorers' caches stay cold)
@@ -134,40 +143,6 @@ def app(n_spans: int, repeats: int, telemetry: str, overrides: dict[str, Any]) -
 # --- per-call cost ------------------------------------------------------------------------------
 
 
-class _Timed(SpanProcessor):
-    """Times the wrapped processor's on_start/on_end, call by call."""
-
-    def __init__(self, inner: SpanProcessor) -> None:
-        self.inner = inner
-        self.starts: dict[int, int] = {}
-        self.endings = 0
-        self.pairs: list[int] = []  # on_start + on_end ns, per span
-        self.agent_pairs: list[int] = []
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        t = time.perf_counter_ns()
-        self.inner.on_start(span, parent_context)
-        self.starts[id(span)] = time.perf_counter_ns() - t
-
-    def _on_ending(self, span: Span) -> None:
-        # The SDK calls this on every span just before on_end (the span is still writable).
-        t = time.perf_counter_ns()
-        self.inner._on_ending(span)
-        self.endings = time.perf_counter_ns() - t
-
-    def on_end(self, span: ReadableSpan) -> None:
-        t = time.perf_counter_ns()
-        self.inner.on_end(span)
-        d = time.perf_counter_ns() - t + self.starts.pop(id(span), 0) + self.endings
-        (self.agent_pairs if span.parent is None else self.pairs).append(d)
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-
 class _Null(SpanProcessor):
     pass
 
@@ -201,7 +176,7 @@ def calls(n_spans: int, telemetry: str, isolated: bool, overrides: dict[str, Any
             inner = _PassThrough(_Null())
         else:
             inner = ToolScoreSpanProcessor(_Null(), meter_provider=mp, logger_provider=lp, **opts)
-        timed = _Timed(inner)
+        timed = TimedProcessor(inner)
         provider = TracerProvider()
         provider.add_span_processor(timed)
         tracer = provider.get_tracer("bench")

@@ -46,16 +46,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from benchmarks.common import (
     CountingExporter,
+    TimedProcessor,
     child_env,
     emit_json,
     machine,
     percentile,
+    telemetry_providers,
 )
 from benchmarks.workload import emit_run, genai_run
 
@@ -120,37 +121,6 @@ class Judge:
 # --- the app, in its own process -------------------------------------------------------------------
 
 
-class _Timed(SpanProcessor):
-    """The wrapped processor's on_start + _on_ending + on_end, per span, in ns."""
-
-    def __init__(self, inner: SpanProcessor) -> None:
-        self.inner = inner
-        self.starts: dict[int, int] = {}
-        self.ending = 0
-        self.samples: list[int] = []
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        t = time.perf_counter_ns()
-        self.inner.on_start(span, parent_context)
-        self.starts[id(span)] = time.perf_counter_ns() - t
-
-    def _on_ending(self, span: Span) -> None:
-        t = time.perf_counter_ns()
-        self.inner._on_ending(span)  # type: ignore[attr-defined]
-        self.ending = time.perf_counter_ns() - t
-
-    def on_end(self, span: ReadableSpan) -> None:
-        t = time.perf_counter_ns()
-        self.inner.on_end(span)
-        self.samples.append(time.perf_counter_ns() - t + self.starts.pop(id(span), 0) + self.ending)
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-
 def _outcomes(reader: Any) -> dict[str, int]:
     """toolscore.evaluations of the LLM scorers, by outcome."""
     out: dict[str, int] = {}
@@ -168,28 +138,11 @@ def _outcomes(reader: Any) -> dict[str, int]:
 
 
 def app_once(scenario: str, url: str | None, runs: int, rate: float) -> dict[str, Any]:
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import (
-        BatchLogRecordProcessor,
-        LogRecordExporter,
-        LogRecordExportResult,
-    )
-    from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     from otel_toolscore.processor import ToolScoreSpanProcessor
     from otel_toolscore.scorers import get_scorer
     from otel_toolscore.scorers.base import build_scorers
-
-    class _NoOpLogs(LogRecordExporter):
-        def export(self, batch: Any) -> LogRecordExportResult:
-            return LogRecordExportResult.SUCCESS
-
-        def shutdown(self) -> None:
-            pass
-
-        def force_flush(self, timeout_millis: int = 30000) -> bool:
-            return True
 
     scorers: list[Any] = list(build_scorers(None))
     if scenario != "code_only":
@@ -203,12 +156,10 @@ def app_once(scenario: str, url: str | None, runs: int, rate: float) -> dict[str
             get_scorer("context_position", context=CONTEXT, **judge),
         ]
     reader = InMemoryMetricReader()
-    lp = LoggerProvider()
-    lp.add_log_record_processor(BatchLogRecordProcessor(_NoOpLogs()))
+    mp, lp, _ = telemetry_providers("sdk", reader=reader)
     exporter = CountingExporter()
-    processor = ToolScoreSpanProcessor(BatchSpanProcessor(exporter), scorers,
-                                       meter_provider=MeterProvider(metric_readers=[reader]), logger_provider=lp)
-    timed = _Timed(processor)
+    processor = ToolScoreSpanProcessor(BatchSpanProcessor(exporter), scorers, meter_provider=mp, logger_provider=lp)
+    timed = TimedProcessor(processor)
     provider = TracerProvider()
     provider.add_span_processor(timed)
     tracer = provider.get_tracer("bench")
@@ -216,7 +167,8 @@ def app_once(scenario: str, url: str | None, runs: int, rate: float) -> dict[str
     for specs in pool[:WARMUP_RUNS]:
         emit_run(tracer, specs)
     time.sleep(2.0)  # the warm-up's judge calls are under way (or failing, or hanging)
-    timed.samples.clear()
+    timed.pairs.clear()
+    timed.agent_pairs.clear()
     gc.collect()
     run_ns: list[int] = []
     interval = 1.0 / rate
@@ -238,7 +190,7 @@ def app_once(scenario: str, url: str | None, runs: int, rate: float) -> dict[str
     t = time.perf_counter()
     provider.shutdown()
     shutdown_s = time.perf_counter() - t
-    spans = sorted(timed.samples)
+    spans = sorted(timed.pairs + timed.agent_pairs)
     runs_sorted = sorted(run_ns)
     return {
         "scenario": scenario,
