@@ -38,7 +38,8 @@ from typing import Any
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from benchmarks.common import emit_json, machine, telemetry_providers
-from benchmarks.hotpath import _Null, _PassThrough, _Timed
+from benchmarks.common import TimedProcessor
+from benchmarks.hotpath import _Null, _PassThrough
 from benchmarks.workload import emit_run, genai_run, readable_run
 
 
@@ -67,7 +68,7 @@ def per_span_hot(mods: dict[str, ModuleType], with_http: bool, n_runs: int) -> f
     pool = [genai_run(10, seed=i) for i in range(n_runs)]
 
     def run(inner: SpanProcessor) -> float:
-        timed = _Timed(inner)
+        timed = TimedProcessor(inner)
         provider = TracerProvider()
         provider.add_span_processor(timed)
         tracer = provider.get_tracer("x")
@@ -109,6 +110,14 @@ def classify_ns(mods: dict[str, ModuleType], kind: str) -> float:
     return (time.perf_counter_ns() - t0) / len(spans)
 
 
+def _clear_text_caches(mods: dict[str, Any]) -> None:
+    """Cold text caches for both versions (which functions cache differs between versions)."""
+    for module, name in (("scorers._facts", "extract_facts"), ("scorers.tool_results", "norm_phrase")):
+        clear = getattr(getattr(mods[module], name, None), "cache_clear", None)
+        if clear is not None:
+            clear()
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, type=Path, help="a tree holding the older otel_toolscore/")
@@ -142,8 +151,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 record(f"build_trajectories µs/run ({size} spans)", version, (time.thread_time() - t0) / len(runs) * 1e6)
                 if size != 10:
                     continue
-                mods["scorers._facts"].extract_facts.cache_clear()
-                mods["scorers.tool_results"].norm_phrase.cache_clear()
+                _clear_text_caches(mods)
                 for scorer in mods["scorers.base"].build_scorers(None):
                     t0 = time.thread_time()
                     for ts in trajs:
@@ -165,8 +173,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         sid: Any = s.context.span_id if int_ids else format(s.context.span_id, "016x")
                         held.append(proc_mod._Held(s, sid, float("inf")))
                 items.append(proc_mod._Ready(spans[0].context.trace_id, spans, held))
-            mods["scorers._facts"].extract_facts.cache_clear()
-            mods["scorers.tool_results"].norm_phrase.cache_clear()
+            _clear_text_caches(mods)
             t0 = time.thread_time()
             for item in items:
                 proc._score(item)
