@@ -193,8 +193,8 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
     llms = [f for f in activity if f.role == "llm"]
     builder = _CallBuilder()
     steps: list[Any] = []
-    for i, f in enumerate(llms):
-        steps.append(builder.add_llm(f, first=(i == 0)))
+    for f in llms:
+        steps.append(builder.add_llm(f))
     for f in activity:
         if f.role == "tool":
             builder.add_tool_span(f)
@@ -259,8 +259,11 @@ def _llm_input(f: SpanFacts | None) -> str | None:
 
 
 def _last_output(steps: list[Any]) -> str | None:
+    """The text of the run's last model response that is an answer. Text a model writes beside
+    tool calls is a preamble to them, not an answer: a run that ends on a tool call (a
+    hand-off, a final action) has none of its own unless an earlier response answered."""
     for s in reversed(steps):
-        if isinstance(s, LLMCall) and s.output_text:
+        if isinstance(s, LLMCall) and s.output_text and not any(m.tool_calls for m in s.output_messages):
             return s.output_text
     return None
 
@@ -301,23 +304,39 @@ def _canon(args: Any) -> str:
 
 
 class _CallBuilder:
-    """Merges the places a tool call is seen in into one ToolCall per real call."""
+    """Merges the places a tool call is seen in into one ToolCall per real call.
+
+    A run's own calls are those after its last user message (``_Scope``); what comes before is
+    the conversation's earlier turns. Tool-call ids are not unique: models reuse them, across
+    turns and within one (GPT-4o sent two different calls with one id), so an id alone never
+    merges two calls that differ in name or arguments, and a result pairs with the call of its
+    id that is still unanswered in the same model input, in order.
+    """
 
     def __init__(self) -> None:
         self.calls: list[ToolCall] = []
         self._keys: dict[int, tuple[int, int]] = {}
-        self._by_id: dict[str, ToolCall] = {}
-        #: results seen in model input; id-less ones keep their position among that input's results
-        self._results: list[tuple[ToolResultPart, int | None]] = []
-        #: history messages whose echo is known to change nothing but add these results again
-        #: (message objects are shared between the LLM spans that repeat them: ReadMemo)
-        self._settled: dict[int, tuple[Message, tuple[tuple[ToolResultPart, None], ...]]] = {}
+        #: id → the calls that carry it, in creation order (ids repeat)
+        self._by_id: dict[str, list[ToolCall]] = {}
+        #: (name, canonical arguments) of each call, by id(call); arguments do not change while
+        #: LLM spans are added, which is when this is used
+        self._call_keys: dict[int, str] = {}
+        #: the requesting LLM span's (start, end), by id(call): one model call that two nested
+        #: instrumentations record (a framework's LLM span around the client's) is one request
+        self._requested_in: dict[int, tuple[int, int]] = {}
+        #: results seen in model input: (part, the call it answers when known, position of an
+        #: id-less result among that input's id-less results)
+        self._results: list[tuple[ToolResultPart, ToolCall | None, int | None]] = []
+        #: history messages already resolved: id(message) → (message, the calls it echoes or
+        #: answers, one per request or result part). Later LLM spans repeat the history as the
+        #: same message objects (ReadMemo), and resolve to the same calls.
+        self._resolved: dict[int, tuple[Message, list[ToolCall | None]]] = {}
+        self._scope = _Scope()
         self._seq = 0
         self.problems: list[str] = []
         # Indexes that keep matching linear in the number of calls (a run may echo thousands of
         # id-less calls): built on first need, then kept up to date.
-        #: (name, canonical arguments) → calls in creation order; arguments do not change while
-        #: LLM spans are added, which is when this is used
+        #: (name, canonical arguments) → calls in creation order
         self._by_key: dict[str, list[ToolCall]] | None = None
         #: calls without a tool span, by name and by (name, canonical arguments), creation order
         self._free_by_name: dict[str | None, dict[int, ToolCall]] | None = None
@@ -326,53 +345,73 @@ class _CallBuilder:
     def sort_key(self, call: ToolCall) -> tuple[int, int]:
         return self._keys[id(call)]
 
+    def _key_of(self, call: ToolCall) -> str:
+        key = self._call_keys.get(id(call))
+        if key is None:
+            key = self._call_keys[id(call)] = _call_key(call.name, call.arguments)
+        return key
+
     def _new(self, anchor: int, **fields: Any) -> ToolCall:
         call = ToolCall(**fields)
         self._seq += 1
         self._keys[id(call)] = (anchor, self._seq)
         self.calls.append(call)
         if call.id:
-            self._by_id[call.id] = call
+            self._by_id.setdefault(call.id, []).append(call)
         if self._by_key is not None:
-            self._by_key.setdefault(_call_key(call.name, call.arguments), []).append(call)
+            self._by_key.setdefault(self._key_of(call), []).append(call)
         return call
 
     # LLM spans: requested calls (output), echoed calls and results (input history)
-    def add_llm(self, f: SpanFacts, first: bool) -> LLMCall:
+    def add_llm(self, f: SpanFacts) -> LLMCall:
         inputs = list(f.input_messages or [])
-        if first:
-            # Before the run's last user message is earlier conversation, not this run's calls.
-            last_user = max((i for i, m in enumerate(inputs) if m.role == "user" and m.content), default=-1)
-            history = inputs[last_user + 1 :] if last_user >= 0 else inputs
-        else:
-            history = inputs
-        seen_in_this_input: dict[str, int] = defaultdict(int)
+        #: per (id, name, arguments) and per (name, arguments): echoes met so far in this input
+        seen: dict[str, int] = defaultdict(int)
+        #: id → calls echoed in this input and not yet answered there, in order
+        pending: dict[str, deque[ToolCall]] = defaultdict(deque)
         idless = 0
-        for m in history:
-            settled = self._settled.get(id(m))
-            if settled is not None:
-                self._results.extend(settled[1])
+        for m in self._scope.own_history(inputs):
+            if not m.tool_calls and not m.tool_results:
                 continue
-            for req in m.tool_calls:
-                self._history_call(req, f, seen_in_this_input)
-            for part in m.tool_results:
-                if part.tool_call_id is None:
-                    self._results.append((part, idless))
-                    idless += 1
+            resolved = self._resolved.get(id(m))
+            known = resolved is not None and resolved[0] is m
+            targets: list[ToolCall | None] = resolved[1] if known else []  # type: ignore[index]
+            for i, req in enumerate(m.tool_calls):
+                if known:
+                    call = targets[i]
+                    _count_echo(seen, req, self._key_of(call) if call is not None else None)
                 else:
-                    self._results.append((part, None))
-            self._settle(m)
+                    call = self._history_call(req, f, seen)
+                    targets.append(call)
+                if req.id and call is not None:
+                    pending[req.id].append(call)
+            for j, part in enumerate(m.tool_results):
+                if part.tool_call_id is None:
+                    if not known:
+                        self._results.append((part, None, idless))
+                        targets.append(None)
+                    idless += 1
+                    continue
+                queue = pending.get(part.tool_call_id)
+                answered = queue.popleft() if queue else None
+                if not known:
+                    answered = answered or self._latest_unanswered(part.tool_call_id)
+                    self._results.append((part, answered, None))
+                    targets.append(answered)
+            if not known:
+                self._resolved[id(m)] = (m, targets)
         offered = [d.name for d in f.tool_definitions] if f.tool_definitions else None
         requested: list[str] = []
         for m in f.output_messages or []:
             for req in m.tool_calls:
-                call = self._by_id.get(req.id) if req.id else None
+                call = self._same_request(req, f)
                 if call is None:
                     call = self._new(
                         f.start, id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
                         arguments_error=_args_error(req), llm_span_id=f.span_id, offered_tools=offered,
                         start_time=f.start,
                     )
+                    self._requested_in[id(call)] = (f.start, f.end)
                 _add_source(call, "llm_output")
                 requested.append(call.id or f"#{self._keys[id(call)][1]}")
         return LLMCall(
@@ -381,56 +420,70 @@ class _CallBuilder:
             end_time=f.end,
         )
 
-    def _settle(self, m: Message) -> None:
-        """Remember a history message whose next echo can only repeat what this one did.
+    def _same_request(self, req: ToolCallRequest, f: SpanFacts) -> ToolCall | None:
+        """The call already created for this very request: same id, name and arguments, asked
+        for by an LLM span that overlaps this one in time (nested instrumentations of one model
+        call). Two responses in sequence never overlap, so a model that repeats a call with its
+        id (GPT-4o does) makes two calls."""
+        if not req.id:
+            return None
+        key = _call_key(req.name, req.arguments)
+        for call in self._by_id.get(req.id, ()):
+            span = self._requested_in.get(id(call))
+            if span is not None and span[0] <= f.end and f.start <= span[1] and self._key_of(call) == key:
+                return call
+        return None
 
-        Every call it echoes has an id that now names a call already marked as seen in history
-        (ids are not re-mapped while LLM spans are added), and every result it carries has an
-        id: a later echo of the same message object adds those results again and nothing else.
-        Later LLM spans repeat the whole history, so this keeps a run's assembly from
-        re-walking it call by call for every model request.
-        """
-        if all(req.id and req.id in self._by_id for req in m.tool_calls) and all(
-            part.tool_call_id is not None for part in m.tool_results
-        ):
-            self._settled[id(m)] = (m, tuple((part, None) for part in m.tool_results))
+    def _latest_unanswered(self, call_id: str) -> ToolCall | None:
+        """A result whose call is not echoed before it in the same input (a history that was
+        cut, or an emitter that sends results alone): the latest call of that id still
+        without a result."""
+        for call in reversed(self._by_id.get(call_id, ())):
+            if "result_message" not in call.sources and not call.has_result:
+                return call
+        return None
 
-    def _history_call(self, req: ToolCallRequest, f: SpanFacts, seen: dict[str, int]) -> None:
-        if req.id and req.id in self._by_id:
-            _add_source(self._by_id[req.id], "history")
-            return
+    def _history_call(self, req: ToolCallRequest, f: SpanFacts, seen: dict[str, int]) -> ToolCall:
+        key = _call_key(req.name, req.arguments)
+        if req.id:
+            # The n-th echo of (id, name, arguments) in this input is the n-th such call.
+            same_id = [c for c in self._by_id.get(req.id, ()) if self._key_of(c) == key]
+            nth = seen[req.id + "\x01" + key]
+            if nth < len(same_id):
+                _count_echo(seen, req, key)
+                _add_source(same_id[nth], "history")
+                return same_id[nth]
         # Same call under another id (Responses bridges echo `fc_…` item ids for `call_…` calls),
         # or no id at all: the n-th echo of (name, arguments) is the n-th such call.
-        key = _call_key(req.name, req.arguments)
         nth = seen[key]
-        seen[key] += 1
+        _count_echo(seen, req, key)
         if self._by_key is None:
             self._by_key = {}
             for c in self.calls:
-                self._by_key.setdefault(_call_key(c.name, c.arguments), []).append(c)
+                self._by_key.setdefault(self._key_of(c), []).append(c)
         same = self._by_key.get(key, ())
         if nth < len(same):
             call = same[nth]
-            if req.id:
-                self._by_id.setdefault(req.id, call)
+            if req.id and call not in self._by_id.get(req.id, ()):
+                self._by_id.setdefault(req.id, []).append(call)
             _add_source(call, "history")
-            return
+            return call
         # Requested by a model output that was not recorded: it still happened before this call.
         call = self._new(
             f.start - 1, id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
             arguments_error=_args_error(req), start_time=f.start,
         )
         _add_source(call, "history")
+        return call
 
     # Tool spans: the call as executed
     def add_tool_span(self, f: SpanFacts) -> None:
         t = f.tool
         if t is None:
             return
-        call = self._by_id.get(t.call_id) if t.call_id else None
-        if call is not None and call.span_id is not None:
+        call = self._unexecuted_with_id(t.call_id, t.name) if t.call_id else None
+        if call is None and t.call_id and any(c.span_id is not None for c in self._by_id.get(t.call_id, ())):
             self.problems.append(f"span {f.span_id} ({f.name}): second tool span for call {t.call_id}")
-            call = None
         if call is None:
             call = self._first_free(t.name, t.arguments)
         if call is None:
@@ -440,7 +493,7 @@ class _CallBuilder:
         _add_source(call, "tool_span")
         if call.id is None and t.call_id:
             call.id = t.call_id
-            self._by_id.setdefault(t.call_id, call)
+            self._by_id.setdefault(t.call_id, []).append(call)
         if (call.arguments is None or call.arguments_error) and t.arguments is not None:
             call.arguments, call.arguments_raw, call.arguments_error = t.arguments, t.arguments_raw, None
         elif call.arguments is None and call.arguments_raw is None:
@@ -449,6 +502,11 @@ class _CallBuilder:
             call.result, call.result_raw, call.has_result = t.result, t.result_raw, True
         if t.error and call.error is None:
             call.error = t.error
+
+    def _unexecuted_with_id(self, call_id: str, name: str | None) -> ToolCall | None:
+        """The first call of that id without a tool span, one of the same name preferred."""
+        free = [c for c in self._by_id.get(call_id, ()) if c.span_id is None]
+        return next((c for c in free if c.name == name), free[0] if free else None)
 
     def _first_free(self, name: str | None, arguments: Any) -> ToolCall | None:
         """The first call (in creation order) of that name without a tool span, one with the
@@ -478,8 +536,7 @@ class _CallBuilder:
         # name → calls in call order not yet answered by a result message: an answered call
         # stays answered, so each list is consumed from the front
         unanswered: dict[str | None, deque[ToolCall]] | None = None
-        for part, position in self._results:
-            call = self._by_id.get(part.tool_call_id) if part.tool_call_id else None
+        for part, call, position in self._results:
             if call is None and position is not None:
                 # No ids (litellm's callback): every model input repeats all results so far, in
                 # call order, so the n-th id-less result of an input answers the n-th call.
@@ -494,7 +551,7 @@ class _CallBuilder:
                         queue.popleft()
                     call = queue[0] if queue else None
             if call is None:
-                if part.tool_call_id is not None:
+                if part.tool_call_id is not None and part.tool_call_id not in self._by_id:
                     self.problems.append(f"tool result for unknown call id {part.tool_call_id}")
                 continue
             if "result_message" in call.sources:
@@ -508,6 +565,54 @@ class _CallBuilder:
             if call.error is None and call.has_result:
                 call.error = result_error(call.result)
         return self.calls
+
+
+class _Scope:
+    """Where a run's own part of each model input starts (DESIGN.md "Runs in conversations").
+
+    A chat app sends the whole conversation with every model call. The run's own calls are
+    those after its last user message, as the first of its LLM spans that carries a user
+    message shows it; later spans repeat that message (and may add user-role messages of the
+    framework's own after it), so the boundary there is the last user message with the same
+    text, else their own last user message. Everything before is context: it grounds the
+    answer, it is never this run's calls.
+    """
+
+    __slots__ = ("_anchor", "_anchored")
+
+    def __init__(self) -> None:
+        self._anchor: str | None = None
+        self._anchored = False
+
+    def own_history(self, inputs: list[Message]) -> list[Message]:
+        last_user = _last_user(inputs)
+        if last_user < 0:
+            return inputs
+        if not self._anchored:
+            self._anchored = True
+            self._anchor = inputs[last_user].content
+            return inputs[last_user + 1 :]
+        for i in range(last_user, -1, -1):
+            m = inputs[i]
+            if m.role == "user" and m.content == self._anchor:
+                return inputs[i + 1 :]
+        return inputs[last_user + 1 :]
+
+
+def _last_user(inputs: list[Message]) -> int:
+    for i in range(len(inputs) - 1, -1, -1):
+        m = inputs[i]
+        if m.role == "user" and m.content:
+            return i
+    return -1
+
+
+def _count_echo(seen: dict[str, int], req: ToolCallRequest, key: str | None) -> None:
+    if key is None:
+        return
+    seen[key] += 1
+    if req.id:
+        seen[req.id + "\x01" + key] += 1
 
 
 def _call_key(name: str | None, arguments: Any) -> str:

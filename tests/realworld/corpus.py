@@ -1,0 +1,75 @@
+"""The shared real-conversation corpus (``../shared/realworld``): loading, runs in trace order,
+and their truth. Used by the tests and by ``python -m tests.realworld.measure``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from otel_toolscore import build_trajectories, read_otlp_json
+from otel_toolscore.trajectory import Trajectory
+
+ROOT = Path(__file__).resolve().parents[3] / "shared" / "realworld"
+TRACES = ROOT / "tau_airline"
+TRUTH = ROOT / "tau_airline_truth.json"
+SCHEMAS = ROOT / "tool_schemas_airline.json"
+
+
+@dataclass(frozen=True)
+class Run:
+    conversation: str
+    index: int  # position of the run in its conversation (trace order)
+    trajectory: Trajectory
+    truth: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.conversation}#{self.index}"
+
+
+def available() -> bool:
+    return TRUTH.is_file() and TRACES.is_dir()
+
+
+@lru_cache(maxsize=1)
+def truth() -> dict[str, Any]:
+    return json.loads(TRUTH.read_text())
+
+
+@lru_cache(maxsize=1)
+def schemas() -> dict[str, Any]:
+    return json.loads(SCHEMAS.read_text())
+
+
+def conversation_runs(name: str) -> list[Run]:
+    """The conversation's top-level runs, ordered by their root span's start (as the truth is)."""
+    trajectories = [t for t in build_trajectories(read_otlp_json(TRACES / f"{name}.json")) if not t.nested]
+    trajectories.sort(key=lambda t: t.start_time or 0)
+    expected = truth()[name]["runs"]
+    return [Run(name, i, t, expected[i] if i < len(expected) else {}) for i, t in enumerate(trajectories)]
+
+
+def conversations() -> list[str]:
+    return sorted(truth(), key=lambda k: tuple(int(x) for x in k.replace("_t", " ").split()))
+
+
+def all_runs() -> list[Run]:
+    return [run for name in conversations() for run in conversation_runs(name)]
+
+
+def reading_mismatches(run: Run) -> list[str]:
+    """How the run as read differs from its truth (empty: read exactly)."""
+    t, want = run.trajectory, run.truth
+    out = []
+    got_calls = [(c.name, c.arguments) for c in t.tool_calls]
+    want_calls = [(c["name"], c["arguments"]) for c in want.get("tool_calls", [])]
+    if got_calls != want_calls:
+        out.append(f"calls {got_calls} != {want_calls}")
+    if t.input != want.get("user_message"):
+        out.append(f"input {t.input!r:.80} != {want.get('user_message')!r:.80}")
+    if (t.output or None) != want.get("final_text"):
+        out.append(f"output {t.output!r:.80} != {want.get('final_text')!r:.80}")
+    return out
