@@ -66,7 +66,7 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
 
     if facts.role == "agent":
         if facts.run_input is None and facts.input_messages:
-            facts.run_input = first_user_text(facts.input_messages)
+            facts.run_input = last_user_text(facts.input_messages)
         if facts.run_output is None and facts.output_messages:
             # Some emitters merge every step into one output message (text, then all tool calls,
             # then all results): the text parts alone are the final answer.
@@ -82,8 +82,9 @@ def system_text(value: Any) -> str | None:
     return p.as_text(value)
 
 
-def first_user_text(messages: list[Message]) -> str | None:
-    for m in messages:
+def last_user_text(messages: list[Message]) -> str | None:
+    """The run's input: its last user message (a chat app sends earlier turns before it)."""
+    for m in reversed(messages):
         if m.role == "user" and m.content:
             return m.content
     return None

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
-from otel_toolscore.conventions.genai import documents_from, first_user_text, last_assistant_text
+from otel_toolscore.conventions.genai import documents_from, last_user_text, last_assistant_text
 from otel_toolscore.trajectory import Document, Message, ToolCallRequest, ToolResultPart
 
 NAME = "openinference"
@@ -156,7 +156,7 @@ def _io_text(value: Any, want: str) -> str | None:
     if isinstance(messages, str):
         return messages
     msgs = p.messages_from_list(messages if isinstance(messages, list) else [])
-    text = first_user_text(msgs) if want == "user" else last_assistant_text(msgs)
+    text = last_user_text(msgs) if want == "user" else last_assistant_text(msgs)
     return text
 
 

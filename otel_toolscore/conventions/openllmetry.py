@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
-from otel_toolscore.conventions.genai import documents_from, first_user_text, last_assistant_text
+from otel_toolscore.conventions.genai import documents_from, last_user_text, last_assistant_text
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolResultPart
 
 NAME = "openllmetry"
@@ -71,7 +71,7 @@ def _entity_text(value: Any, want: str) -> str | None:
         msgs = parsed.get("messages")
         if isinstance(msgs, list):
             parsed_msgs = p.messages_from_list(msgs)
-            return first_user_text(parsed_msgs) if want == "user" else last_assistant_text(parsed_msgs)
+            return last_user_text(parsed_msgs) if want == "user" else last_assistant_text(parsed_msgs)
     return None
 
 

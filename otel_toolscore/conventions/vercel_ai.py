@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
-from otel_toolscore.conventions.genai import first_user_text
+from otel_toolscore.conventions.genai import last_user_text
 from otel_toolscore.trajectory import Message
 
 NAME = "vercel_ai"
@@ -67,7 +67,7 @@ def _read_prompt(attrs: Attributes, facts: SpanFacts) -> None:
             facts.run_input = prompt["prompt"]
         elif isinstance(prompt.get("prompt"), list) or isinstance(prompt.get("messages"), list):
             msgs = p.messages_from_list(prompt.get("messages") or prompt.get("prompt"))
-            facts.run_input = first_user_text(msgs)
+            facts.run_input = last_user_text(msgs)
 
 
 def _output(attrs: Attributes) -> Message:
