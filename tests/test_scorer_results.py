@@ -259,8 +259,14 @@ def test_an_empty_action_result_with_a_success_claim_is_no_contradiction() -> No
         [("log_event", {"message": "x"}, None)], output="I've logged the event."
     )
     assert types_of(verify(trajectory)) == ["empty_result"]
+    # SCORERS.md §3: "An empty result alone is never a contradiction" (real runs search twice
+    # and rightly quote the search that found something; a think tool returns nothing).
     search = make_trajectory([("search", {"q": "x"}, [])], output="I found several great options.")
-    assert set(types_of(verify(search))) == {"empty_result", "contradicts_response"}
+    assert types_of(verify(search)) == ["empty_result"]
+    # an explicit "nothing found" still contradicts a claim of success
+    missing = make_trajectory([("find_order", {"id": "A1"}, {"status": "not_found"})],
+                              output="Your order has been found and shipped.")
+    assert "contradicts_response" in types_of(verify(missing))
 
 
 def test_unused_result() -> None:

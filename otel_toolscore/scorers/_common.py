@@ -27,9 +27,12 @@ class Issue:
     actual: Any = None
     #: what would fix it; reported in the call's ``suggestions``, not inside the issue
     suggestion: str | None = None
+    #: what a person paged by the issue checks it against: ``sentence`` (of the response),
+    #: ``fact`` (as written), ``result`` (the part of the result it contradicts)
+    evidence: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "type": self.type,
             "severity": self.severity,
             "path": self.path,
@@ -37,6 +40,9 @@ class Issue:
             "expected": self.expected,
             "actual": self.actual,
         }
+        if self.evidence:
+            out.update(self.evidence)
+        return out
 
 
 def suggestions_of(issues: list[Issue]) -> list[str]:

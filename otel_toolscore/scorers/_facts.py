@@ -205,7 +205,12 @@ def _email(match: re.Match[str]) -> Fact:
     return Fact("email", match.group(0).casefold(), match.group(0))
 
 
-def _identifier(match: re.Match[str]) -> Fact:
+_COMPOUND_RE = re.compile(r"\d{1,4}-[a-z]+", re.I)
+
+
+def _identifier(match: re.Match[str]) -> Fact | None:
+    if _COMPOUND_RE.fullmatch(match.group(0)):
+        return None  # "24-hour", "3-day", "5-star": a number made an adjective, read as the number
     return Fact("identifier", match.group(0).casefold(), match.group(0))
 
 

@@ -51,8 +51,8 @@ import ast
 import json
 import math
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -66,6 +66,8 @@ from otel_toolscore.scorers._facts import (
     number_fact,
     unique_facts,
 )
+from otel_toolscore.scorers._grounding import MAX_GROUNDING_VALUES, Sources, same_kind
+from otel_toolscore.scorers._grounding import finite as _finite
 from otel_toolscore.scorers.base import (
     LABEL_FAIL,
     LABEL_NO_TOOL_CALLS,
@@ -89,9 +91,6 @@ _MAX_PARSE = 200_000
 _MAX_EXAMINED = MAX_TEXT
 #: response facts checked for grounding (each is looked up in every source text)
 _MAX_CLAIMS = 500
-#: values of tool results (scalars and keys) put into the run's grounding index; a run with
-#: more has its hallucination check skipped (a fact could hide in what was not indexed)
-_MAX_GROUNDING_VALUES = 50_000
 #: texts this long are normalised without going through ``norm_phrase``'s cache
 _MAX_CACHED_PHRASE = 4_096
 _SHORT_WORDS = 6
@@ -372,7 +371,7 @@ def _salient_of_leaf(leaf: Any, limits: list[str] | None = None, what: str = "re
 # --- the response -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Response:
     text: str
     phrase: str
@@ -382,12 +381,25 @@ class Response:
     claims_success: bool
     claims_failure: bool
     claims_found: bool
+    #: the facts it states that could be wrong in a checkable way (small counts are not)
+    claims: tuple[Fact, ...] = ()
+    #: claims nothing in the run's sources supports, of a kind the run's results hold (``ground``)
+    ungrounded: list[Fact] = field(default_factory=list)
+    #: ungrounded facts of a kind no result of the run's own calls holds (``attribute``)
+    orphans: list[Fact] = field(default_factory=list)
 
     @classmethod
     def of(cls, text: str, limits: list[str] | None = None) -> Response:
         text = _examined(text, "response", limits)
         phrase = norm_phrase(text)
         facts = tuple(unique_facts(facts_of(text)))
+        claims = [fact for fact in facts if not fact.minor]
+        if len(claims) > _MAX_CLAIMS:
+            # each claim is looked up in the sources: the first ones stand for the rest
+            if limits is not None:
+                limits.append(f"response: only the first {_MAX_CLAIMS} of its {len(claims)} facts were checked "
+                              "for grounding")
+            claims = claims[:_MAX_CLAIMS]
         return cls(
             text=text,
             phrase=phrase,
@@ -397,7 +409,15 @@ class Response:
             claims_success=bool(_SUCCESS_RE.search(text)),
             claims_failure=bool(_FAILURE_RE.search(text)),
             claims_found=bool(_FOUND_RE.search(text)),
+            claims=tuple(claims),
         )
+
+    def ground(self, sources: Sources | None, limits: list[str] | None = None) -> None:
+        """Find the claims nothing supports (``sources`` None: the check is skipped)."""
+        if sources is None:
+            return
+        self.ungrounded = [fact for fact in self.claims if sources.has_kind(fact) and not sources.supports(fact)]
+        self.orphans = [fact for fact in self.ungrounded if not sources.has_kind(fact, own=True)]
 
     @property
     def available(self) -> bool:
@@ -412,6 +432,20 @@ class Response:
             return len(value.tokens & self.tokens) / len(value.tokens) >= _TOKEN_OVERLAP
         return False
 
+    def sentences(self) -> list[str]:
+        return [s.strip() for s in _SENTENCE_SPLIT.split(self.text) if s and s.strip()]
+
+    def sentence_of(self, fact: Fact) -> str:
+        """The sentence that states the fact (the whole response when none holds it as written)."""
+        needle = fact.text.casefold()
+        return next((s for s in self.sentences() if needle in s.casefold()), self.text)
+
+    def success_sentence(self) -> str:
+        return next((s for s in self.sentences() if _SUCCESS_RE.search(s)), self.text)
+
+    def failure_sentence(self) -> str:
+        return next((s for s in self.sentences() if _FAILURE_RE.search(s)), self.text)
+
 
 def final_response(trajectory: Trajectory, llms: list[LLMCall]) -> str:
     """The agent's final answer; the last LLM text when the run recorded none."""
@@ -424,91 +458,6 @@ def final_response(trajectory: Trajectory, llms: list[LLMCall]) -> str:
     return ""
 
 
-def grounding_index(trajectory: Trajectory) -> tuple[FactIndex, bool]:
-    """Facts the agent was given: every tool result (values and keys) and error, the user
-    input, the system instructions, and user/system/tool messages of every LLM request.
-
-    Also whether it is complete: at most ``_MAX_GROUNDING_VALUES`` result values are indexed
-    (each text also in its first ``MAX_TEXT`` characters only), so that a run with huge
-    results is scored in bounded time."""
-    index = FactIndex()
-    complete = True
-    budget = _MAX_GROUNDING_VALUES
-    for text in (trajectory.input, trajectory.system_instructions):
-        if text:
-            index.add_text(text)
-    for call in trajectory.tool_calls:
-        value, _ = structured_result(call)
-        for item in _scalars_with_keys(value):
-            if budget <= 0:
-                complete = False
-                break
-            budget -= 1
-            if isinstance(item, str):
-                index.add_text(item)
-            else:
-                index.add((number_fact(item),))
-        for text in (call.result_raw, call.error):
-            if text:
-                index.add_text(text)
-    seen: set[int] = set()
-    for llm in trajectory.llm_calls:
-        for message in llm.input_messages:
-            # Every request repeats the history before it, as the same message objects: a
-            # message met again adds texts the index already has.
-            if id(message) in seen:
-                continue
-            seen.add(id(message))
-            if message.role in ("user", "system", "developer", "tool") and message.content:
-                index.add_text(message.content)
-            for part in message.tool_results:
-                if part.content_raw:
-                    index.add_text(part.content_raw)
-    return index, complete and not index.texts_cut
-
-
-class _Grounding:
-    """The run's grounding index, remembering its answers: every call asks about the same
-    response facts, and a number is looked up against every number the run was given."""
-
-    __slots__ = ("index", "_answers")
-
-    def __init__(self, index: FactIndex) -> None:
-        self.index = index
-        self._answers: dict[Fact, bool] = {}
-
-    def contains(self, fact: Fact) -> bool:
-        answer = self._answers.get(fact)
-        if answer is None:
-            answer = self._answers[fact] = self.index.contains(fact)
-        return answer
-
-
-def _scalars_with_keys(value: Any, depth: int = 0) -> Iterator[str | float]:
-    """Strings (keys included: grounding is lenient, a date may be a key) and finite numbers."""
-    if depth > 50:
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield str(key)
-            yield from _scalars_with_keys(item, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _scalars_with_keys(item, depth + 1)
-    elif isinstance(value, str):
-        yield value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value):
-        yield float(value)
-
-
-def _finite(value: int | float) -> bool:
-    """A number a float can hold: JSON allows integers of any size (``10**400`` overflows)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
 # --- the scorer ---------------------------------------------------------------------------------
 
 
@@ -519,11 +468,23 @@ class ToolResultVerification(Scorer):
     name = "tool_result_verification"
     kind = "code"
 
-    def __init__(self, *, cross_turn: bool = False, hallucination_threshold: float = 0.3) -> None:
+    def __init__(
+        self,
+        *,
+        cross_turn: bool = False,
+        hallucination_threshold: float = 0.3,
+        no_output_tools: Iterable[str] = (),
+        handoff_tools: Iterable[str] = (),
+    ) -> None:
         if not 0.0 <= float(hallucination_threshold) <= 1.0:
             raise ScorerConfigError("hallucination_threshold must be within [0, 1]")
+        for option, names in (("no_output_tools", no_output_tools), ("handoff_tools", handoff_tools)):
+            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+                raise ScorerConfigError(f"{option} must be a list of tool names")
         self.cross_turn = bool(cross_turn)
         self.hallucination_threshold = float(hallucination_threshold)
+        self.no_output_tools = frozenset(no_output_tools)
+        self.handoff_tools = frozenset(handoff_tools)
 
     def _score(self, trajectory: Trajectory) -> Score:
         calls, call_positions, llms, llm_positions = step_positions(trajectory)
@@ -536,24 +497,38 @@ class ToolResultVerification(Scorer):
                 details={"tool_calls": [], "summary": _summary([]), "response_available": False},
             )
         final = final_response(trajectory, llms)
-        index, complete = grounding_index(trajectory)
-        grounding = _Grounding(index) if complete else None
+        results = [structured_result(call) for call in calls]
+        answered = [not malformed and not is_empty(value) and error_of(call, value) is None
+                    for call, (value, malformed) in zip(calls, results)]
+        sources = Sources.of(trajectory, calls, [value for value, _ in results], answered)
+        outcomes = _Outcomes(calls, [value for value, _ in results])
         responses: dict[str, Response] = {}
         reports = []
         #: where a cap on what is examined was reached (10 MB results, huge answers)
         limits: list[str] = []
-        if not complete:
+        if not sources.complete:
             limits.append(
                 "hallucination check skipped: the run's tool results and inputs are larger than what is indexed "
-                f"({_MAX_GROUNDING_VALUES:,} values, {MAX_TEXT:,} characters per text)"
+                f"({MAX_GROUNDING_VALUES:,} values, {MAX_TEXT:,} characters per text)"
             )
-        for call, position in zip(calls, call_positions, strict=True):
+        last_llm = max(llm_positions, default=-1)
+        for i, (call, position) in enumerate(zip(calls, call_positions, strict=True)):
             text = self._response_text(final, llms, llm_positions, position)
             response = responses.get(text)
             if response is None:
                 response = responses[text] = Response.of(text, limits)
-            reports.append(self._check_call(call, response, grounding, limits))
-        return self._summarise(reports, any(r.available for r in responses.values()), list(dict.fromkeys(limits)))
+                response.ground(sources if sources.complete else None, limits)
+            # no later model request could carry the result of a call that ends the run
+            ends_run = (bool(llms) and position > last_llm) or call.name in self.handoff_tools
+            # a fact of a kind no call of this run returned (restated from an earlier turn's
+            # results) is still flagged: on the last call before the answer
+            orphans = i == len(calls) - 1
+            reports.append(self._check_call(call, results[i], response, outcomes, i, ends_run, limits, orphans))
+        final_response_ = responses.get(self._response_text(final, llms, llm_positions, max(call_positions)))
+        return self._summarise(
+            reports, any(r.available for r in responses.values()), list(dict.fromkeys(limits)),
+            final_response_.ungrounded if final_response_ is not None else [],
+        )
 
     def _response_text(
         self, final: str, llms: list[LLMCall], llm_positions: list[int], position: int
@@ -574,20 +549,23 @@ class ToolResultVerification(Scorer):
     # one call ---------------------------------------------------------------------------------
 
     def _check_call(
-        self, call: ToolCall, response: Response, grounding: _Grounding | None, limits: list[str] | None = None
+        self, call: ToolCall, result: tuple[Any, bool], response: Response, outcomes: _Outcomes, i: int,
+        ends_run: bool, limits: list[str] | None = None, orphans: bool = False,
     ) -> dict[str, Any]:
         issues: list[Issue] = []
         what = f"result of call {call.id or call.name or '?'}"
-        value, malformed = structured_result(call)
+        value, malformed = result
         has_result = _has_result(call)
         error = error_of(call, value)
+        no_output = call.name in self.no_output_tools
         salient: list[Salient] = []
         if error is not None:
             issues.append(
                 Issue("error_result", "high", f"the tool failed: {clip(error)}", actual=clip(error))
             )
         elif not has_result:
-            issues.append(Issue("missing_result", "medium", "no result was recorded for the call"))
+            if not (ends_run or no_output):
+                issues.append(Issue("missing_result", "medium", "no result was recorded for the call"))
         elif malformed:
             issues.append(
                 Issue(
@@ -598,14 +576,10 @@ class ToolResultVerification(Scorer):
                 )
             )
         elif is_empty(value):
-            issues.append(
-                Issue(
-                    "empty_result",
-                    "low",
-                    "the tool returned an empty result",
-                    actual=small_json(value),
+            if not no_output:
+                issues.append(
+                    Issue("empty_result", "low", "the tool returned an empty result", actual=small_json(value))
                 )
-            )
         else:
             salient = salient_values(value, limits, what)
 
@@ -613,15 +587,20 @@ class ToolResultVerification(Scorer):
         if isinstance(value, str) and malformed:
             result_index.add(facts_of(_examined(value, what, limits)))
         hallucination_score = 0.0
-        ungrounded: list[str] = []
+        ungrounded: list[Fact] = []
         integrated = False
         if response.available and (has_result or error is not None):
-            hallucination_score, ungrounded = self._hallucination(response, grounding, result_index, limits)
-            contradiction = _contradiction(value, error, response)
+            ungrounded = [fact for fact in response.ungrounded
+                          if _same_kind(result_index, fact) or (orphans and fact in response.orphans)]
+            hallucination_score = round(len(ungrounded) / len(response.claims), 2) if response.claims else 0.0
+            contradiction = _contradiction(call, value, error, response, outcomes, i)
             if contradiction:
-                issues.append(Issue("contradicts_response", "high", contradiction))
-            used = sum(1 for item in salient if response.uses(item))
-            issues.extend(_integration_issues(used, len(salient)))
+                issues.append(contradiction)
+            if not no_output:
+                used = sum(1 for item in salient if response.uses(item))
+                issues.extend(_integration_issues(used, len(salient)))
+            else:
+                used = 0
             if error is not None:
                 integrated = response.claims_failure and not contradiction
             elif salient:
@@ -629,14 +608,16 @@ class ToolResultVerification(Scorer):
             else:
                 integrated = has_result and not contradiction
         hallucinated = hallucination_score > self.hallucination_threshold
-        if hallucinated:
+        if ungrounded:
+            first = ungrounded[0]
+            listed = ", ".join(fact.text for fact in ungrounded)
             issues.append(
                 Issue(
                     "hallucinated_content",
                     "high",
-                    "the response states facts found in no tool result or input: "
-                    + ", ".join(ungrounded),
-                    actual=ungrounded,
+                    f"the response states {listed}; no tool result, user message or instruction supports it",
+                    actual=[fact.text for fact in ungrounded],
+                    evidence={"fact": first.text, "sentence": clip(response.sentence_of(first), 300)},
                 )
             )
         severities = [issue.severity for issue in issues]
@@ -647,34 +628,14 @@ class ToolResultVerification(Scorer):
             "hallucinated": hallucinated,
             "hallucination_score": hallucination_score,
             "integrated": integrated,
-            "ungrounded_facts": ungrounded,
+            "ungrounded_facts": [fact.text for fact in ungrounded],
             "issues": [issue.to_dict() for issue in issues],
         }
-
-    def _hallucination(
-        self, response: Response, grounding: _Grounding | None, result_index: FactIndex,
-        limits: list[str] | None = None,
-    ) -> tuple[float, list[str]]:
-        claims = [fact for fact in response.facts if not fact.minor]
-        if not claims or grounding is None:
-            return 0.0, []
-        if len(claims) > _MAX_CLAIMS:
-            # each claim is looked up in every source text: the first ones stand for the rest
-            if limits is not None:
-                limits.append(f"response: only the first {_MAX_CLAIMS} of its {len(claims)} facts were checked "
-                              "for grounding")
-            claims = claims[:_MAX_CLAIMS]
-        ungrounded = [
-            fact.text
-            for fact in claims
-            if result_index.has_kind_for(fact) and not grounding.contains(fact)
-        ]
-        return round(len(ungrounded) / len(claims), 2), ungrounded
 
     # trajectory -------------------------------------------------------------------------------
 
     def _summarise(self, reports: list[dict[str, Any]], response_available: bool,
-                   limits: list[str] | None = None) -> Score:
+                   limits: list[str] | None = None, ungrounded: list[Fact] | None = None) -> Score:
         summary = _summary(reports)
         passed = summary["valid_calls"] == summary["total_calls"]
         counts = summary["issue_counts"]
@@ -686,12 +647,17 @@ class ToolResultVerification(Scorer):
                 f"All {len(reports)} tool result(s) are reflected in the response "
                 "with no unsupported facts."
             )
+        # What a person paged checks first, ahead of the counts (explanations are cut at a cap).
+        lead = _evidence_lead(reports)
+        if lead:
+            explanation = f"{lead} {explanation}"
         if not response_available:
             explanation += " No response text was recorded, so only the results were checked."
         details: dict[str, Any] = {
             "tool_calls": reports,
             "summary": summary,
             "response_available": response_available,
+            "ungrounded_facts": [fact.text for fact in ungrounded or []],
         }
         if limits:
             explanation += " Large inputs were examined in part (details.limits)."
@@ -705,22 +671,96 @@ class ToolResultVerification(Scorer):
         )
 
 
-def _contradiction(value: Any, error: str | None, response: Response) -> str | None:
+def _evidence_lead(reports: list[dict[str, Any]]) -> str | None:
+    """The first flag as a person reads it: the fact or claim, and the sentence that states it."""
+    for report in reports:
+        for issue in report["issues"]:
+            sentence = issue.get("sentence")
+            if issue["type"] == "hallucinated_content" and sentence:
+                return f"States {issue['fact']}, which no tool result supports: '{sentence}'."
+            if issue["type"] == "contradicts_response" and sentence:
+                return f"{issue['message'][:1].upper()}{issue['message'][1:]}: '{sentence}' ({report['name']} returned {issue.get('result')})."
+    return None
+
+
+_same_kind = same_kind
+
+
+_NEGATIVE_STATES = frozenset(
+    {"cancelled", "canceled", "failed", "failure", "error", "declined", "rejected", "denied", "expired", "voided"}
+)
+_STATE_KEYS = ("status", "state")
+
+
+class _Outcomes:
+    """How each of the run's calls turned out, for "was this failure superseded"."""
+
+    def __init__(self, calls: list[ToolCall], values: list[Any]) -> None:
+        self.names = [call.name for call in calls]
+        self.failed = [error_of(call, value) is not None or reports_not_found(value)
+                       for call, value in zip(calls, values)]
+        #: the last call whose result reports a state: the state the answer describes
+        self.last_stateful = max((i for i, v in enumerate(values) if _state_of(v) is not None), default=-1)
+
+    def retried_ok(self, i: int) -> bool:
+        """A later call of the same tool succeeded: the answer reports the retry."""
+        return any(self.names[j] == self.names[i] and not self.failed[j] for j in range(i + 1, len(self.names)))
+
+    def later_failed(self, i: int) -> bool:
+        return any(self.names[j] == self.names[i] and self.failed[j] for j in range(i + 1, len(self.names)))
+
+
+def _state_of(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    for key in _STATE_KEYS:
+        state = value.get(key)
+        if isinstance(state, str) and state.strip():
+            return state.strip().lower()
+    return None
+
+
+def _contradiction(
+    call: ToolCall, value: Any, error: str | None, response: Response, outcomes: _Outcomes, i: int
+) -> Issue | None:
+    """Explicit outcomes only (SCORERS.md §3): an empty result alone never contradicts."""
     claims_only_success = response.claims_success and not response.claims_failure
-    if error is not None and claims_only_success:
-        return "the tool failed but the response claims success"
-    if error is None and reports_not_found(value) and claims_only_success:
-        return "the result reports nothing found but the response claims success"
-    if error is None and is_empty(value) and response.claims_found and not response.claims_failure:
-        return "the result is empty but the response claims to have found something"
+    if claims_only_success and not outcomes.retried_ok(i):
+        if error is not None:
+            return _contradicts("the tool failed but the response claims success", response, error)
+        if reports_not_found(value):
+            return _contradicts("the result reports nothing found but the response claims success", response,
+                                _shown(value))
+        state = _state_of(value)
+        if state in _NEGATIVE_STATES and i == outcomes.last_stateful and not _mentions(response, state):
+            return _contradicts(f"the result says {state!r} but the response claims success", response,
+                                _shown(value))
     if (
         error is None
         and reports_success(value)
         and response.claims_failure
         and not response.claims_success
+        and not outcomes.later_failed(i)
     ):
-        return "the tool succeeded but the response says it failed"
+        return _contradicts("the tool succeeded but the response says it failed", response, _shown(value),
+                            failure=True)
     return None
+
+
+def _mentions(response: Response, state: str) -> bool:
+    """The response speaks of that state itself ("cancelled": "the cancellation is complete")."""
+    stem = state[: max(4, len(state) - 3)]
+    return any(token.startswith(stem) for token in response.phrase.split())
+
+
+def _contradicts(message: str, response: Response, result: str, failure: bool = False) -> Issue:
+    sentence = response.failure_sentence() if failure else response.success_sentence()
+    return Issue("contradicts_response", "high", message, actual=result,
+                 evidence={"sentence": clip(sentence, 300), "result": clip(result)})
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else str(small_json(value))
 
 
 def _integration_issues(used: int, total: int) -> list[Issue]:

@@ -1,0 +1,314 @@
+"""What supports a fact an answer states: the run's sources (SCORERS.md §3 "Sources").
+
+Sources are every tool result of the conversation up to the answer (this run's and earlier
+turns', as the model input history carries them), every user message and the system
+instructions. Earlier answers of the assistant are not sources: they are what is checked.
+
+A fact is supported when, read as leniently as a careful person would read it, something in
+the sources says it (precision first: a flag pages a person):
+* the same fact, normalised (``_facts.FactIndex``: numbers as numbers, dates in any format,
+  times, units converted, roundings);
+* a number without its sign ("refunded 114" for ``-114``);
+* a number that is part of an identifier or reference (``7091239`` in ``gift_card_7091239``,
+  "ending in 1784" for ``…1591784``, ``#1042`` for ``1042``);
+* a total or difference of two or three amounts of the tool results, or a count times an amount.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import re
+from itertools import repeat
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from otel_toolscore.scorers._facts import MAX_TEXT, MINOR_INT_LIMIT, Fact, FactIndex, facts_of, number_fact
+from otel_toolscore.trajectory import ToolCall, Trajectory
+
+#: values of tool results put into the index; a run with more has its hallucination check
+#: skipped (a fact could hide in what was not indexed)
+MAX_GROUNDING_VALUES = 50_000
+#: amounts combined into totals (pairs and triples): the largest results are cut, not scanned
+_MAX_OPERANDS = 400
+#: counts a price is multiplied by ("3 passengers × $120")
+_MAX_COUNT = 10
+_NUMERIC = frozenset({"number", "money", "percentage"})
+_CURRENCY_UNITS = ("$", "€", "£", "¥", "₹", "us$", "usd", "eur", "gbp", "dollars", "dollar", "euros", "euro")
+_DIGIT_RUN = re.compile(r"\d{3,}")
+#: keys whose numbers are counts, not amounts: they are never added into a total
+_COUNT_KEY = re.compile(r"seat|count|quantity|qty|number|num_|bag|passenger|people|guests|nights|days|index|id$",
+                        re.I)
+_MAX_DEPTH = 50
+_NEXT_DAY = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?\s?\+1\b")
+
+
+class Sources:
+    """The run's sources, indexed for ``supports``."""
+
+    def __init__(self) -> None:
+        self.index = FactIndex()
+        #: digit runs (3+ digits) found anywhere in the sources, ids included
+        self._digit_runs: set[str] = set()
+        #: amounts (non-count numbers) of the run's own tool results, and of earlier turns'
+        self._own_amounts: set[float] = set()
+        self._amounts: set[float] = set()
+        self._combined: set[float] | None = None
+        self._own_combined: set[float] | None = None
+        self._budget = MAX_GROUNDING_VALUES
+        #: a time in the sources is marked as the next day ("01:00:00+1": an overnight arrival)
+        self._overnight = False
+        #: False when more was given than is indexed: the hallucination check is then skipped
+        self.complete = True
+        #: facts of the tool results (this run's and earlier turns'), for "facts of that kind exist"
+        self.result_index = FactIndex()
+        #: facts of this run's own tool results
+        self.own_index = FactIndex()
+
+    @classmethod
+    def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
+           answered: Iterable[bool] = ()) -> Sources:
+        """Sources of a run: ``calls`` are the run's own calls, ``results`` their values as read
+        (``structured_result``), ``answered`` whether each returned a non-empty, non-error result.
+
+        The arguments of a call that was answered are read with its result: they are the query
+        the result answers (a search for 2024-05-24 returns that day's flights). A failed call's
+        arguments, or a ``think`` tool's, are only the agent's own words.
+        """
+        sources = cls()
+        for text in (trajectory.input, trajectory.system_instructions):
+            sources.add_text(text)
+        for call, value, ok in zip(calls, results, answered or repeat(False)):
+            sources.add_result(value, own=True)
+            for text in (call.result_raw, call.error):
+                sources.add_text(text)
+            if ok:
+                sources.add_text(call.arguments_raw or _json(call.arguments))
+        seen: set[int] = set()
+        for llm in trajectory.llm_calls:
+            arguments: dict[str, str] = {}
+            for message in llm.input_messages:
+                for request in message.tool_calls:
+                    if request.id:
+                        arguments[request.id] = request.arguments_raw or _json(request.arguments)
+                # Every request repeats the history before it, as the same message objects.
+                if id(message) in seen:
+                    continue
+                seen.add(id(message))
+                if message.role in ("user", "system", "developer", "tool") and message.content:
+                    sources.add_text(message.content)
+                for part in message.tool_results:
+                    sources.add_result(part.content, own=False)
+                    sources.add_text(part.content_raw)
+                    if part.tool_call_id in arguments and not part.is_error and _answered(part.content):
+                        sources.add_text(arguments[part.tool_call_id])
+        sources.complete = sources.complete and not sources.index.texts_cut
+        return sources
+
+    def add_text(self, text: str | None) -> None:
+        if not text:
+            return
+        self.index.add_text(text)
+        self._digit_runs.update(_DIGIT_RUN.findall(text[:MAX_TEXT]))
+        if not self._overnight and "+1" in text and _NEXT_DAY.search(text[:MAX_TEXT]):
+            self._overnight = True
+
+    def add_result(self, value: Any, *, own: bool) -> None:
+        for key, leaf in _leaves(value):
+            if self._budget <= 0:
+                self.complete = False
+                return
+            self._budget -= 1
+            if key is not None:
+                self.add_text(key)  # lenient: a date or a name can be a key
+            if isinstance(leaf, str):
+                self.add_text(leaf)
+                self.result_index.add_text(leaf)
+                if own:
+                    self.own_index.add_text(leaf)
+                # amounts written in text ("total price is 375") add up like JSON numbers
+                for fact in facts_of(leaf[:MAX_TEXT]) if any(map(str.isdigit, leaf)) else ():
+                    if fact.kind in ("money", "number") and fact.unit in (None, *_CURRENCY_UNITS) and not fact.minor:
+                        self._add_amount(fact.value, own)
+                continue
+            fact = number_fact(leaf)
+            self.index.add((fact,))
+            if leaf.is_integer():
+                self._digit_runs.add(str(int(abs(leaf))))
+            self.result_index.add((fact,))
+            if own:
+                self.own_index.add((fact,))
+            if not _is_count(key, leaf):
+                self._add_amount(leaf, own)
+        if isinstance(value, (dict, list)):
+            self._add_column_totals(value, own)
+
+    def _add_column_totals(self, value: Any, own: bool, depth: int = 0) -> None:
+        """The total of each numeric field over a list of records (the price of every flight of
+        a reservation adds up to its fare): one amount per list and field."""
+        if depth > _MAX_DEPTH:
+            return
+        if isinstance(value, dict):
+            for item in value.values():
+                self._add_column_totals(item, own, depth + 1)
+        elif isinstance(value, list):
+            totals: dict[str, list[float]] = {}
+            for item in value:
+                if isinstance(item, dict):
+                    for key, leaf in item.items():
+                        if isinstance(leaf, (int, float)) and not isinstance(leaf, bool) and finite(leaf):
+                            totals.setdefault(str(key), []).append(float(leaf))
+                self._add_column_totals(item, own, depth + 1)
+            for key, numbers in totals.items():
+                if len(numbers) >= 2 and not _COUNT_KEY.search(key):
+                    self._add_amount(sum(numbers), own)
+
+    def _add_amount(self, value: float, own: bool) -> None:
+        amounts = self._own_amounts if own else self._amounts
+        if len(amounts) < _MAX_OPERANDS:
+            amounts.add(round(abs(float(value)), 2))
+            self._combined = self._own_combined = None
+
+    # -- support ---------------------------------------------------------------------------
+
+    def supports(self, fact: Fact) -> bool:
+        if self.index.contains(fact):
+            return True
+        if fact.kind in _NUMERIC or fact.kind == "year":
+            return self._supports_number(fact)
+        if fact.kind == "identifier":
+            digits = fact.value.lstrip("#")
+            return digits.isdigit() and self._in_digit_runs(digits)
+        if fact.kind == "date" and self._overnight:
+            return any(self.index.contains(_with_value(fact, reading)) for reading in _days_before(fact))
+        return False
+
+    def _supports_number(self, fact: Fact) -> bool:
+        value = fact.value
+        if not isinstance(value, float) or not math.isfinite(value):
+            return False
+        # a refund written as 114 for a payment of -114, or the other way round
+        if value != 0 and self.index.contains(_with_value(fact, -value)):
+            return True
+        magnitude = abs(value)
+        if fact.kind == "number" and magnitude.is_integer() and self._in_digit_runs(str(int(magnitude))):
+            return True
+        return fact.kind != "percentage" and self._is_total(round(magnitude, 2))
+
+    def _in_digit_runs(self, digits: str) -> bool:
+        """A number written as (the end of) a longer reference: an id, a card, an order."""
+        if len(digits) < 3:
+            return False
+        return digits in self._digit_runs or any(run.endswith(digits) for run in self._digit_runs)
+
+    def _is_total(self, value: float) -> bool:
+        """A count times an amount, a sum or difference of two amounts, or of three of the
+        run's own: a total is computed from what the run found, perhaps with one earlier
+        figure (a balance, a price already paid)."""
+        if value <= MINOR_INT_LIMIT:
+            return False
+        own = self._own_amounts
+        if not own and not self._amounts:
+            return False
+        for k in range(2, _MAX_COUNT + 1):
+            if round(value / k, 2) in own:
+                return True
+        pairs = self._pairs()
+        if value in pairs:
+            return True
+        own_pairs = self._own_pairs()
+        return any(round(value - c, 2) in own_pairs or round(value + c, 2) in own_pairs for c in own)
+
+    def _own_pairs(self) -> set[float]:
+        if self._own_combined is None:
+            own = sorted(self._own_amounts)
+            self._own_combined = {round(x, 2) for i, a in enumerate(own) for b in own[i:] for x in (a + b, b - a)}
+        return self._own_combined
+
+    def _pairs(self) -> set[float]:
+        """Sums and differences of two amounts of the conversation's results."""
+        if self._combined is None:
+            every = sorted(self._own_amounts | self._amounts)
+            self._combined = {round(x, 2) for i, a in enumerate(every) for b in every[i:] for x in (a + b, b - a)}
+        return self._combined
+
+    def has_kind(self, fact: Fact, *, own: bool = False) -> bool:
+        """Facts of that kind exist in the tool results the run was given (``own``: in its own
+        calls' results)."""
+        return same_kind(self.own_index if own else self.result_index, fact)
+
+
+def same_kind(index: FactIndex, fact: Fact) -> bool:
+    """Facts of the fact's kind are in the index. An amount is comparable with any plain number:
+    results carry prices as bare JSON numbers (``{"price_eur": 120}``)."""
+    if fact.kind == "money" and any(kind == "number" for kind, _ in index.kinds):
+        return True
+    return index.has_kind_for(fact)
+
+
+def _days_before(fact: Fact) -> list[Any]:
+    out = []
+    for year, month, day in fact.alternatives or (fact.value,):
+        try:
+            before = datetime.date(year or 2000, month, day) - datetime.timedelta(days=1)
+        except ValueError:
+            continue
+        out.append((year and before.year, before.month, before.day))
+    return out
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return ""
+
+
+def _answered(value: Any) -> bool:
+    if value is None or value == {} or value == [] or (isinstance(value, str) and not value.strip()):
+        return False
+    return not (isinstance(value, str) and value.lstrip()[:6].lower() == "error:")
+
+
+def _with_value(fact: Fact, value: Any) -> Fact:
+    return Fact(fact.kind, value, fact.text, unit=fact.unit, decimals=fact.decimals)
+
+
+def _is_count(key: str | None, value: float) -> bool:
+    if isinstance(value, float) and not value.is_integer():
+        return False
+    return abs(value) <= MINOR_INT_LIMIT or (key is not None and bool(_COUNT_KEY.search(key)))
+
+
+def _leaves(value: Any, key: str | None = None, depth: int = 0) -> Iterator[tuple[str | None, str | float]]:
+    """(key, leaf) for string and finite-number leaves; a string that holds JSON is read as JSON."""
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            yield from _leaves(item, str(k), depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item, key, depth + 1)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text[:1] in ("{", "[") and len(text) <= MAX_TEXT:
+            try:
+                inner = json.loads(text)
+            except (ValueError, RecursionError):
+                inner = None
+            if isinstance(inner, (dict, list)):
+                yield from _leaves(inner, key, depth + 1)
+                return
+        yield key, value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value):
+        yield key, float(value)
+
+
+def finite(value: int | float) -> bool:
+    """A number a float can hold: JSON allows integers of any size (``10**400`` overflows)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
