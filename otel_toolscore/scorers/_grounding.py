@@ -38,8 +38,10 @@ _NUMERIC = frozenset({"number", "money", "percentage"})
 _CURRENCY_UNITS = ("$", "€", "£", "¥", "₹", "us$", "usd", "eur", "gbp", "dollars", "dollar", "euros", "euro")
 _DIGIT_RUN = re.compile(r"\d{3,}")
 #: keys whose numbers are counts, not amounts: they are never added into a total
-_COUNT_KEY = re.compile(r"seat|count|quantity|qty|number|num_|bag|passenger|people|guests|nights|days|index|id$",
-                        re.I)
+_COUNT_KEY = re.compile(
+    r"seat|count|quantity|qty|(?:^|_)num(?:ber)?s?(?:_|$)|number_of|passenger|people|guest|night|day|index|(?:^|_)id$",
+    re.I,
+)
 _MAX_DEPTH = 50
 _NEXT_DAY = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?\s?\+1\b")
 
@@ -189,7 +191,7 @@ class Sources:
         if not isinstance(value, float) or not math.isfinite(value):
             return False
         # a refund written as 114 for a payment of -114, or the other way round
-        if value != 0 and self.index.contains(_with_value(fact, -value)):
+        if value != 0 and fact.unit in (None, *_CURRENCY_UNITS) and self.index.contains(_with_value(fact, -value)):
             return True
         magnitude = abs(value)
         if fact.kind == "number" and magnitude.is_integer() and self._in_digit_runs(str(int(magnitude))):
@@ -241,8 +243,15 @@ class Sources:
 
 def same_kind(index: FactIndex, fact: Fact) -> bool:
     """Facts of the fact's kind are in the index. An amount is comparable with any plain number:
-    results carry prices as bare JSON numbers (``{"price_eur": 120}``)."""
-    if fact.kind == "money" and any(kind == "number" for kind, _ in index.kinds):
+    results carry prices as bare JSON numbers (``{"price_eur": 120}``). A reference number
+    ("gift card 7091239", "#1042") is comparable with identifiers and with numbers alike."""
+    plain_numbers = any(kind == "number" for kind, _ in index.kinds)
+    if fact.kind == "money" and plain_numbers:
+        return True
+    if fact.kind == "identifier" and fact.value.startswith("#") and plain_numbers:
+        return True
+    if (fact.kind == "number" and fact.unit is None and fact.decimals == 0 and abs(fact.value) >= 1000
+            and ("identifier", None) in index.kinds):
         return True
     return index.has_kind_for(fact)
 

@@ -176,6 +176,7 @@ _FOUND_RE = re.compile(
 # --- result reading ---------------------------------------------------------------------------
 
 _ERROR_STATUSES = frozenset({"error", "failed", "failure"})
+_ERROR_TEXT = re.compile(r"\s*(?:error|exception|failed|failure)\b\s*[:\-–]", re.I)
 _NOT_FOUND_STATUSES = frozenset(
     {"not_found", "not found", "notfound", "missing", "no_results", "no results", "empty", "none"}
 )
@@ -269,6 +270,13 @@ def error_of(call: ToolCall, value: Any) -> str | None:
         if value.get("isError") is True or value.get("is_error") is True:
             return "error"
     return None
+
+
+def reports_failure(value: Any) -> bool:
+    """A text result that opens with a failure (``Error: payment method not found``): not an
+    ``error_result`` on its own (the tool ran and answered), but an explicit outcome that an
+    answer claiming success contradicts."""
+    return isinstance(value, str) and bool(_ERROR_TEXT.match(value))
 
 
 def reports_not_found(value: Any) -> bool:
@@ -499,7 +507,7 @@ class ToolResultVerification(Scorer):
         final = final_response(trajectory, llms)
         results = [structured_result(call) for call in calls]
         answered = [not malformed and not is_empty(value) and error_of(call, value) is None
-                    for call, (value, malformed) in zip(calls, results)]
+                    and not reports_failure(value) for call, (value, malformed) in zip(calls, results)]
         sources = Sources.of(trajectory, calls, [value for value, _ in results], answered)
         outcomes = _Outcomes(calls, [value for value, _ in results])
         responses: dict[str, Response] = {}
@@ -697,7 +705,7 @@ class _Outcomes:
 
     def __init__(self, calls: list[ToolCall], values: list[Any]) -> None:
         self.names = [call.name for call in calls]
-        self.failed = [error_of(call, value) is not None or reports_not_found(value)
+        self.failed = [error_of(call, value) is not None or reports_not_found(value) or reports_failure(value)
                        for call, value in zip(calls, values)]
         #: the last call whose result reports a state: the state the answer describes
         self.last_stateful = max((i for i, v in enumerate(values) if _state_of(v) is not None), default=-1)
@@ -730,6 +738,9 @@ def _contradiction(
             return _contradicts("the tool failed but the response claims success", response, error)
         if reports_not_found(value):
             return _contradicts("the result reports nothing found but the response claims success", response,
+                                _shown(value))
+        if reports_failure(value):
+            return _contradicts("the tool reported a failure but the response claims success", response,
                                 _shown(value))
         state = _state_of(value)
         if state in _NEGATIVE_STATES and i == outcomes.last_stateful and not _mentions(response, state):
