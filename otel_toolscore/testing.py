@@ -304,10 +304,12 @@ class ToolScoreCapture:
         self._fail("tool calls with invalid arguments", failures, len(runs))
 
     def assert_no_hallucination(self, *, threshold: float = 0.3, cross_turn: bool = False,
-                                run: Trajectory | None = None) -> None:
+                                run: Trajectory | None = None, no_output_tools: Sequence[str] = (),
+                                handoff_tools: Sequence[str] = ()) -> None:
         """The response states no facts missing from every tool result and input, and contradicts no result."""
         __tracebackhide__ = True  # failures point at the test, not at the plugin
-        scorer = ToolResultVerification(hallucination_threshold=threshold, cross_turn=cross_turn)
+        scorer = ToolResultVerification(hallucination_threshold=threshold, cross_turn=cross_turn,
+                                        no_output_tools=no_output_tools, handoff_tools=handoff_tools)
         runs = self._runs(run)
         failures = []
         for traj in runs:

@@ -190,3 +190,19 @@ def test_options_are_checked() -> None:
 
     with pytest.raises(ScorerConfigError):
         ToolResultVerification(no_output_tools="think")  # type: ignore[arg-type]
+
+
+def test_the_explanation_that_leaves_the_process_names_the_fact_and_its_sentence() -> None:
+    """The agent span's explanation attribute is cut at ``explanation_max_chars``: the evidence
+    comes first, so a person paged sees the fact and the sentence without opening details."""
+    from otel_toolscore.config import ToolScoreSettings
+    from otel_toolscore.emit import Emitter
+
+    padding = " ".join(f"Item {i} is ready." for i in range(40))
+    trajectory = one({"total": 120, "currency": "EUR"}, f"{padding} Total: 145 EUR. Anything else?")
+    result = ToolResultVerification().score(trajectory)
+    settings = ToolScoreSettings()
+    attrs = Emitter(settings, meter_provider=None, logger_provider=None).span_attributes([result])
+    text = attrs["toolscore.tool_result_verification.explanation"]
+    assert len(text) <= settings.explanation_max_chars
+    assert text.startswith("States 145 EUR, which no tool result supports: 'Total: 145 EUR.'")

@@ -217,6 +217,8 @@ def default_code_scorers(
     validation_strict: bool = False,
     cross_turn: bool = False,
     hallucination_threshold: float = 0.3,
+    no_output_tools: Sequence[str] = (),
+    handoff_tools: Sequence[str] = (),
 ) -> list[Scorer]:
     """Every code scorer whose inputs are available.
 
@@ -244,7 +246,8 @@ def default_code_scorers(
     )
     scorers.append(
         ToolResultVerification(
-            cross_turn=cross_turn, hallucination_threshold=hallucination_threshold
+            cross_turn=cross_turn, hallucination_threshold=hallucination_threshold,
+            no_output_tools=no_output_tools, handoff_tools=handoff_tools,
         )
     )
     return scorers
@@ -392,6 +395,9 @@ def build_scorers(
     options = options or {}
     accuracy = dict(options.get("tool_call_accuracy", {}))
     if not names:
+        # the options of tool_result_verification apply to the default set too
+        results = {k: v for k, v in options.get("tool_result_verification", {}).items()
+                   if k in ("cross_turn", "hallucination_threshold", "no_output_tools", "handoff_tools")}
         return default_code_scorers(
             expected_tool=accuracy.get("expected_tool"),
             expected_tool_order=accuracy.get("expected_tool_order"),
@@ -399,6 +405,7 @@ def build_scorers(
             per_run_expectations=True,
             schemas=schemas,
             allow_unknown_tools=allow_unknown_tools,
+            **results,
         )
     from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
 

@@ -623,7 +623,8 @@ class ToolResultVerification(Scorer):
                 Issue(
                     "hallucinated_content",
                     "high",
-                    f"the response states {listed}; no tool result, user message or instruction supports it",
+                    f"the response states {listed}; no tool result, user message or instruction supports it: "
+                    f"'{clip(response.sentence_of(first), _LEAD_SENTENCE)}'",
                     actual=[fact.text for fact in ungrounded],
                     evidence={"fact": first.text, "sentence": clip(response.sentence_of(first), 300)},
                 )
@@ -679,15 +680,22 @@ class ToolResultVerification(Scorer):
         )
 
 
+#: characters of the flagged sentence in the explanation: the lead must fit the attribute cap
+#: (``explanation_max_chars``, 256 by default) with the fact and the words around it
+_LEAD_SENTENCE = 150
+
+
 def _evidence_lead(reports: list[dict[str, Any]]) -> str | None:
     """The first flag as a person reads it: the fact or claim, and the sentence that states it."""
     for report in reports:
         for issue in report["issues"]:
             sentence = issue.get("sentence")
             if issue["type"] == "hallucinated_content" and sentence:
-                return f"States {issue['fact']}, which no tool result supports: '{sentence}'."
+                return f"States {issue['fact']}, which no tool result supports: '{clip(sentence, _LEAD_SENTENCE)}'."
             if issue["type"] == "contradicts_response" and sentence:
-                return f"{issue['message'][:1].upper()}{issue['message'][1:]}: '{sentence}' ({report['name']} returned {issue.get('result')})."
+                claim = issue["message"].split(":", 1)[0]
+                return (f"{claim[:1].upper()}{claim[1:]}: '{clip(sentence, _LEAD_SENTENCE)}' "
+                        f"({report['name']} returned {clip(str(issue.get('result')), 60)}).")
     return None
 
 
@@ -766,6 +774,7 @@ def _mentions(response: Response, state: str) -> bool:
 
 def _contradicts(message: str, response: Response, result: str, failure: bool = False) -> Issue:
     sentence = response.failure_sentence() if failure else response.success_sentence()
+    message = f"{message}: '{clip(sentence, _LEAD_SENTENCE)}'"
     return Issue("contradicts_response", "high", message, actual=result,
                  evidence={"sentence": clip(sentence, 300), "result": clip(result)})
 
