@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
+from otel_toolscore.conventions.genai import last_user_text
 from otel_toolscore.conventions.base import Attributes, SpanFacts
 from otel_toolscore.trajectory import Message
 
@@ -24,7 +25,11 @@ def read_mastra(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None
         facts.set_role("agent")
         if facts.run_input is None and sc.MASTRA_AGENT_RUN_INPUT in attrs:
             value = p.loads(attrs[sc.MASTRA_AGENT_RUN_INPUT])
-            facts.run_input = p.text_of(value) if value is not None else p.as_text(attrs[sc.MASTRA_AGENT_RUN_INPUT])
+            if isinstance(value, list) and any(isinstance(m, dict) and "role" in m for m in value):
+                # the conversation so far: the run's input is its last user message
+                facts.run_input = last_user_text(p.messages_from_list(value))
+            else:
+                facts.run_input = p.text_of(value) if value is not None else p.as_text(attrs[sc.MASTRA_AGENT_RUN_INPUT])
         if facts.run_output is None and sc.MASTRA_AGENT_RUN_OUTPUT in attrs:
             out = p.loads(attrs[sc.MASTRA_AGENT_RUN_OUTPUT])
             facts.run_output = p.text_of(out) if out is not None else p.as_text(attrs[sc.MASTRA_AGENT_RUN_OUTPUT])

@@ -31,7 +31,7 @@ from otel_toolscore.trajectory import ToolCall, Trajectory
 #: skipped (a fact could hide in what was not indexed)
 MAX_GROUNDING_VALUES = 50_000
 #: amounts combined into totals (pairs and triples): the largest results are cut, not scanned
-_MAX_OPERANDS = 400
+_MAX_OPERANDS = 150
 #: counts a price is multiplied by ("3 passengers × $120")
 _MAX_COUNT = 10
 _NUMERIC = frozenset({"number", "money", "percentage"})
@@ -59,6 +59,8 @@ class Sources:
         self._combined: set[float] | None = None
         self._own_combined: set[float] | None = None
         self._budget = MAX_GROUNDING_VALUES
+        #: more amounts than are combined into totals were given (``_MAX_OPERANDS`` each)
+        self.amounts_cut = False
         #: a time in the sources is marked as the next day ("01:00:00+1": an overnight arrival)
         self._overnight = False
         #: False when more was given than is indexed: the hallucination check is then skipped
@@ -168,7 +170,9 @@ class Sources:
 
     def _add_amount(self, value: float, own: bool) -> None:
         amounts = self._own_amounts if own else self._amounts
-        if len(amounts) < _MAX_OPERANDS:
+        if len(amounts) >= _MAX_OPERANDS:
+            self.amounts_cut = True
+        else:
             amounts.add(round(abs(float(value)), 2))
             self._combined = self._own_combined = None
 

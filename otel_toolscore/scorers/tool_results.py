@@ -519,6 +519,8 @@ class ToolResultVerification(Scorer):
                 "hallucination check skipped: the run's tool results and inputs are larger than what is indexed "
                 f"({MAX_GROUNDING_VALUES:,} values, {MAX_TEXT:,} characters per text)"
             )
+        if sources.amounts_cut:
+            limits.append("totals: only the first amounts of the results were combined into sums and differences")
         last_llm = max(llm_positions, default=-1)
         for i, (call, position) in enumerate(zip(calls, call_positions, strict=True)):
             text = self._response_text(final, llms, llm_positions, position)
