@@ -1,8 +1,10 @@
 """What supports a fact an answer states: the run's sources (SCORERS.md §3 "Sources").
 
 Sources are every tool result of the conversation up to the answer (this run's and earlier
-turns', as the model input history carries them), every user message and the system
-instructions. Earlier answers of the assistant are not sources: they are what is checked.
+turns', as the model input history carries them) with the query each answered result answers
+(its call's arguments), every user message and the system instructions. Earlier answers of the
+assistant, and arguments of failed calls or of tools that return nothing, are not sources: they
+are the agent's own words.
 
 A fact is supported when, read as leniently as a careful person would read it, something in
 the sources says it (precision first: a flag pages a person):
@@ -11,7 +13,9 @@ the sources says it (precision first: a flag pages a person):
 * a number without its sign ("refunded 114" for ``-114``);
 * a number that is part of an identifier or reference (``7091239`` in ``gift_card_7091239``,
   "ending in 1784" for ``…1591784``, ``#1042`` for ``1042``);
-* a total or difference of two or three amounts of the tool results, or a count times an amount.
+* a total or difference of two amounts of the conversation's results, or of three of the run's
+  own, a count times an amount, or the total of one field over a list (a fare's flight prices);
+* a date one day after a source date, when a source time is marked as the next day ("+1").
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ import datetime
 import json
 import math
 import re
-from itertools import repeat
 from collections.abc import Iterable, Iterator
+from itertools import repeat
 from typing import Any
 
 from otel_toolscore.scorers._facts import MAX_TEXT, MINOR_INT_LIMIT, Fact, FactIndex, facts_of, number_fact
@@ -30,7 +34,8 @@ from otel_toolscore.trajectory import ToolCall, Trajectory
 #: values of tool results put into the index; a run with more has its hallucination check
 #: skipped (a fact could hide in what was not indexed)
 MAX_GROUNDING_VALUES = 50_000
-#: amounts combined into totals (pairs and triples): the largest results are cut, not scanned
+#: amounts combined into totals (pairs and triples), of the run's own and of earlier turns' each:
+#: the first ones are kept (``amounts_cut`` says when more were given)
 _MAX_OPERANDS = 150
 #: counts a price is multiplied by ("3 passengers × $120")
 _MAX_COUNT = 10
