@@ -39,8 +39,8 @@ def runs() -> dict[str, corpus.Run]:
     return {run.key: run for run in corpus.all_runs()}
 
 
-def flags(trajectory: Trajectory) -> dict[str, Any]:
-    score = ToolResultVerification(**OPTIONS).score(trajectory)
+def flags(trajectory: Trajectory, options: dict[str, Any] = OPTIONS) -> dict[str, Any]:
+    score = ToolResultVerification(**options).score(trajectory)
     issues = [i for c in score.details.get("tool_calls", []) for i in c["issues"] if i["type"] in _FLAGS]
     return {"issues": issues, "ungrounded": score.details.get("ungrounded_facts", []), "score": score}
 
