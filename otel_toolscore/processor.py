@@ -2,8 +2,15 @@
 
 It wraps the exporting processor: ``ToolScoreSpanProcessor(BatchSpanProcessor(exporter))``.
 Every span given to ``on_end`` reaches ``downstream.on_end`` exactly once. Spans go through at
-once, except agent-like spans, which are held until their trace's code scores are ready (so the
+once, except agent-like spans, which are held until their run's code scores are ready (so the
 scores can ride on them as attributes), never longer than ``hold_timeout``.
+
+Completion is per outermost agent run, not per trace: a run (its agent span and subtree, nested
+sub-agents included) is scored when its agent span has ended and none of its descendants is
+open, or at ``completion_grace`` after its agent span ended; other runs of the same trace (a web
+request invoking two agents) do not wait for it nor it for them. A span ending after its run
+was scored is forwarded and counted (``stats["late_spans"]``). A trace without an agent run is
+one run, complete when nothing of it is open and its local root has ended.
 
 Threads: the app's threads only touch dicts under one short lock (``on_start``/``on_end``); a
 worker thread scores completed traces from a bounded queue; a timer thread handles grace
@@ -30,7 +37,7 @@ import threading
 import time
 import weakref
 from collections import Counter, OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,14 +74,35 @@ class _Held:
 
 
 @dataclass(eq=False, slots=True)
+class _PendingRun:
+    """An outermost agent run whose agent span has ended while descendants are still open."""
+
+    open: int  # descendants of the agent span still open
+    grace_deadline: float
+
+
+@dataclass(eq=False, slots=True)
 class _TraceBuffer:
+    """One trace's spans not scored yet, and what completion per run needs to know of it.
+
+    Completion is per outermost agent run (DESIGN.md "Completion"): a trace can hold several
+    runs, each scored on its own subtree when its agent span and its descendants have ended.
+    ``parents`` (every span seen: started or ended) lets a span find the run it belongs to.
+    """
+
     created: float
-    spans: list[ReadableSpan] = field(default_factory=list)
+    spans: list[ReadableSpan] = field(default_factory=list)  # ended, not yet given to scoring
     held: list[_Held] = field(default_factory=list)
     open: int = 0
+    open_ids: set[int] = field(default_factory=set)
+    parents: dict[int, int | None] = field(default_factory=dict)
+    agents: set[int] = field(default_factory=set)  # span ids known to be agent-like
+    genai_ids: set[int] = field(default_factory=set)  # GenAI spans in ``spans``
+    runs: dict[int, _PendingRun] = field(default_factory=dict)  # ended runs waiting for descendants
+    scored: set[int] = field(default_factory=set)  # runs handed to scoring: their late spans only pass
+    had_run: bool = False  # an agent run of this trace was scored: leftover spans are not a run
     genai: bool = False
     root_ended: bool = False
-    grace_deadline: float | None = None
     last_seen: float = 0.0  # quiet mode: when the trace's latest span arrived
     quiet_scheduled: bool = False
 
@@ -174,7 +202,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._tally: Counter[str] = Counter()
         self._seq = itertools.count()
         self._queue = _ReadyQueue(self.settings.queue_size)
-        self._busy = 0  # ready items taken by the worker and not yet done
+        # Ready items submitted and not yet done, counted before they enter the queue: a count
+        # taken by the worker after its get() would let force_flush see an empty queue and an
+        # idle worker while the worker holds an item.
+        self._outstanding = 0
         self._idle = threading.Condition(threading.Lock())
         self._stopping = False  # shutdown() has begun: a second call returns at once
         self._shutdown = False  # nothing more is held or scored; spans are only forwarded
@@ -206,13 +237,32 @@ class ToolScoreSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         evicted: _TraceBuffer | None = None
         try:
-            trace_id = span.context.trace_id
+            ctx = span.context
+            trace_id = ctx.trace_id
+            if not self._quiet:
+                span_id = ctx.span_id
+                parent = span.parent
+                parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+                # Most instrumentations name the operation when the span starts: an agent known
+                # now makes the runs inside it nested, not runs of their own.
+                agent = classify(span) == "agent"
             with self._lock:
                 if not self._shutdown:
                     buf = self._pending.get(trace_id)
                     if buf is None:
                         buf, evicted = self._new_buffer(trace_id, time.monotonic())
                     buf.open += 1
+                    if not self._quiet:
+                        buf.open_ids.add(span_id)
+                        buf.parents[span_id] = parent_id
+                        if agent:
+                            buf.agents.add(span_id)
+                        if buf.runs:
+                            # A child starting late under a run that has ended: the run waits for it
+                            # too (within its grace).
+                            owner = self._owner(buf, span_id)
+                            if owner is not None and owner in buf.runs:
+                                buf.runs[owner].open += 1
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             logger.debug("otel-toolscore on_start failed", exc_info=True)
         if evicted is not None:
@@ -232,7 +282,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         hold = False
-        ready: _Ready | None = None
+        ready: list[_Ready] = []
         evicted: _TraceBuffer | None = None
         try:
             # Everything that needs no shared state is done before taking the lock.
@@ -247,28 +297,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 if buf is None and self._quiet and not self._shutdown:
                     buf, evicted = self._new_buffer(trace_id, now)
                 if buf is not None:
-                    if buf.open > 0:
-                        buf.open -= 1
-                    if len(buf.spans) >= self._max_spans:
-                        evicted = self._pending.pop(trace_id)
+                    if self._quiet:
+                        hold, evicted = self._add_quiet(trace_id, buf, span, kind, held, now)
                     else:
-                        buf.spans.append(span)
-                        if kind is not None:
-                            buf.genai = True
-                        if held is not None:
-                            buf.held.append(held)
-                            hold = True
-                            self._holds.append(held)
-                            self._wake_timer_by(held.deadline - self._hold_slack)
-                        if self._quiet:
-                            self._note_quiet(trace_id, buf, span, now)
-                        else:
-                            ready = self._check_complete(trace_id, buf, span)
-                            if ready is None and held is not None and buf.grace_deadline is None:
-                                # Children still open: score anyway once the grace period is
-                                # over (a trace complete now needs no grace timer).
-                                buf.grace_deadline = now + self._grace
-                                self._schedule(buf.grace_deadline, "grace", trace_id)
+                        hold, evicted = self._add_live(trace_id, buf, span, kind, held, now, ready)
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             # A span already held sits in its buffer with a deadline: the timer releases it.
             logger.debug("otel-toolscore on_end failed", exc_info=True)
@@ -276,8 +308,80 @@ class ToolScoreSpanProcessor(SpanProcessor):
             self._forward(span)
         if evicted is not None:
             self._evict(evicted, "max_spans_per_trace")
-        if ready is not None:
-            self._submit(ready)
+        for r in ready:
+            self._submit(r)
+
+    def _hold(self, buf: _TraceBuffer, held: _Held) -> None:
+        # Under the lock.
+        buf.held.append(held)
+        self._holds.append(held)
+        self._wake_timer_by(held.deadline - self._hold_slack)
+
+    def _add_quiet(self, trace_id: int, buf: _TraceBuffer, span: ReadableSpan, kind: str | None,
+                   held: _Held | None, now: float) -> tuple[bool, _TraceBuffer | None]:
+        """Under the lock (quiet mode): buffer the span; the timer decides completion."""
+        if len(buf.spans) >= self._max_spans:
+            return False, self._pending.pop(trace_id)
+        buf.spans.append(span)
+        if kind is not None:
+            buf.genai = True
+        if held is not None:
+            self._hold(buf, held)
+        self._note_quiet(trace_id, buf, span, now)
+        return held is not None, None
+
+    def _add_live(self, trace_id: int, buf: _TraceBuffer, span: ReadableSpan, kind: str | None,
+                  held: _Held | None, now: float, ready: list[_Ready]) -> tuple[bool, _TraceBuffer | None]:
+        """Under the lock (open_spans mode): buffer an ending span and complete what it completes.
+
+        Returns (held, evicted buffer); completed runs are appended to ``ready``.
+        """
+        span_id = span.context.span_id
+        was_open = span_id in buf.open_ids
+        if was_open:
+            buf.open_ids.discard(span_id)
+        if buf.open > 0:
+            buf.open -= 1
+        parent = span.parent
+        if parent is None or parent.is_remote:
+            buf.root_ended = True
+        if span_id not in buf.parents:  # started before this processor saw it
+            buf.parents[span_id] = parent.span_id if parent is not None and not parent.is_remote else None
+        if held is not None:
+            buf.agents.add(span_id)
+        owner = self._owner(buf, span_id) if (buf.runs or buf.scored) else None
+        if owner is not None and owner in buf.scored:
+            # Ends after its run was scored (the run's grace ran out): forwarded, counted, not
+            # taken into another run.
+            self.stats["late_spans"] += 1
+            self._finish_if_idle(trace_id, buf, ready)
+            return False, None
+        if len(buf.spans) >= self._max_spans or len(buf.parents) >= 4 * self._max_spans:
+            return False, self._pending.pop(trace_id)
+        buf.spans.append(span)
+        if kind is not None:
+            buf.genai = True
+            buf.genai_ids.add(span_id)
+        if held is not None:
+            self._hold(buf, held)
+        if owner is not None:
+            run = buf.runs[owner]
+            if was_open:
+                run.open -= 1
+            if run.open <= 0:
+                ready.append(self._complete_run(trace_id, buf, owner))
+        elif held is not None and not self._has_agent_ancestor(buf, span_id):
+            # An outermost run's agent span: complete once its own descendants have ended,
+            # whatever else of the trace is still open; else at completion_grace.
+            still_open = sum(1 for o in buf.open_ids if self._is_under(buf, o, span_id))
+            if still_open == 0:
+                ready.append(self._complete_run(trace_id, buf, span_id, pending=False))
+            else:
+                deadline = now + self._grace
+                buf.runs[span_id] = _PendingRun(open=still_open, grace_deadline=deadline)
+                self._schedule(deadline, "grace", (trace_id, span_id))
+        self._finish_if_idle(trace_id, buf, ready)
+        return held is not None, None
 
     def _new_buffer(self, trace_id: int, now: float) -> tuple[_TraceBuffer, _TraceBuffer | None]:
         """Under the lock: a buffer for a new trace, evicting the oldest when at the cap."""
@@ -298,20 +402,77 @@ class ToolScoreSpanProcessor(SpanProcessor):
             buf.quiet_scheduled = True
             self._schedule(now + self.settings.decision_wait, "quiet", trace_id)
 
-    def _check_complete(self, trace_id: int, buf: _TraceBuffer, ended: ReadableSpan) -> _Ready | None:
-        """Under the lock: is this trace ready for scoring now?
+    def _parent_chain(self, buf: _TraceBuffer, span_id: int) -> Iterator[int]:
+        """Under the lock: the span's ancestors known to this buffer, nearest first (bounded, so
+        a parent cycle in a buggy trace cannot loop)."""
+        parents = buf.parents
+        cur = parents.get(span_id)
+        for _ in range(len(parents)):
+            if cur is None:
+                return
+            yield cur
+            cur = parents.get(cur)
 
-        Ready when nothing started in it is still open and either an agent span has ended or
-        its local root has (a GenAI trace without an agent span is one run, scored without a
-        held span; a trace with no GenAI span at all needs no scoring and is dropped).
-        """
-        parent = ended.parent
-        if parent is None or parent.is_remote:
-            buf.root_ended = True
-        if buf.open > 0 or not (buf.held or buf.root_ended):
-            return None
+    def _owner(self, buf: _TraceBuffer, span_id: int) -> int | None:
+        """Under the lock: the ended run (pending or scored) this span belongs to, if any."""
+        for a in self._parent_chain(buf, span_id):
+            if a in buf.runs or a in buf.scored:
+                return a
+        return None
+
+    def _has_agent_ancestor(self, buf: _TraceBuffer, span_id: int) -> bool:
+        return any(a in buf.agents for a in self._parent_chain(buf, span_id))
+
+    def _is_under(self, buf: _TraceBuffer, span_id: int, top: int) -> bool:
+        return any(a == top for a in self._parent_chain(buf, span_id))
+
+    def _complete_run(self, trace_id: int, buf: _TraceBuffer, run_id: int, pending: bool = True) -> _Ready:
+        """Under the lock: take an outermost run's spans (its agent span and its subtree) out of
+        the buffer for scoring. O(spans buffered for the trace), once per run."""
+        if pending:
+            del buf.runs[run_id]
+        buf.scored.add(run_id)
+        buf.had_run = True
+        memo: dict[int, bool] = {run_id: True}
+
+        def inside(sid: int) -> bool:
+            chain = [sid]
+            found = False
+            for a in self._parent_chain(buf, sid):
+                known = memo.get(a)
+                if known is not None:
+                    found = known
+                    break
+                chain.append(a)
+            for c in chain:
+                memo.setdefault(c, found)
+            return memo[sid]
+
+        mine: list[ReadableSpan] = []
+        rest: list[ReadableSpan] = []
+        for s in buf.spans:
+            (mine if inside(s.context.span_id) else rest).append(s)
+        buf.spans = rest
+        held_mine = [h for h in buf.held if memo.get(h.span_id)]
+        if held_mine:
+            buf.held = [h for h in buf.held if not memo.get(h.span_id)]
+        buf.genai_ids.difference_update(s.context.span_id for s in mine)
+        return _Ready(trace_id, mine, held_mine)
+
+    def _finish_if_idle(self, trace_id: int, buf: _TraceBuffer, ready: list[_Ready]) -> None:
+        """Under the lock: nothing of the trace is open any more (and its root has ended): its
+        runs were scored as they completed; what is left is scored only as a trace without an
+        agent run (one run at its local root) or for agent spans no run took; then it is gone."""
+        if buf.open_ids or buf.runs or not (buf.root_ended or buf.had_run):
+            return
         del self._pending[trace_id]
-        if buf.held or buf.genai:
+        r = self._leftover(trace_id, buf)
+        if r is not None:
+            ready.append(r)
+
+    @staticmethod
+    def _leftover(trace_id: int, buf: _TraceBuffer) -> _Ready | None:
+        if buf.held or (buf.genai_ids and not buf.had_run):
             return _Ready(trace_id, buf.spans, buf.held)
         return None
 
@@ -331,6 +492,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _submit(self, ready: _Ready) -> None:
         if not self._queue.full():
+            with self._idle:
+                self._outstanding += 1
             self._queue.put(ready)
             return
         self.stats["dropped_queue_full"] += 1
@@ -343,7 +506,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self.stats[f"evicted_{reason}"] += 1
         with self._tally_lock:
             self._tally[reason] += 1
-            if buf.held or buf.genai:  # a run that will not be scored, as for a full queue
+            # a run that will not be scored, as for a full queue
+            if buf.held or buf.runs or (buf.genai if self._quiet else buf.genai_ids):
                 self._tally["dropped"] += 1
         self._release_all(buf.held)
 
@@ -421,10 +585,13 @@ class ToolScoreSpanProcessor(SpanProcessor):
             ready = []
             for what, payload in due:
                 if what == "grace" and not self._quiet:
-                    graced = self._pending.get(payload)
-                    if graced is not None and graced.held:
-                        del self._pending[payload]
-                        ready.append(_Ready(payload, graced.spans, graced.held))
+                    # A run whose descendants are still open at its grace deadline is scored on
+                    # what it has; its late spans are forwarded only (counted as late_spans).
+                    trace_id, run_id = payload
+                    graced = self._pending.get(trace_id)
+                    if graced is not None and run_id in graced.runs:
+                        ready.append(self._complete_run(trace_id, graced, run_id))
+                        self._finish_if_idle(trace_id, graced, ready)
                 elif what == "quiet":
                     r = self._quiet_due(payload, now)
                     if r is not None:
@@ -486,8 +653,6 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 return
             if not busy_since:
                 busy_since = time.perf_counter()
-            with self._idle:
-                self._busy += 1
             try:
                 if self._shutdown:
                     # Queued when shutdown came: what it held has left unscored already.
@@ -499,9 +664,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 logger.warning("otel-toolscore scoring failed", exc_info=True)
                 self._guarded(self._release_all, item.held)
             finally:
-                with self._idle:
-                    self._busy -= 1
-                    self._idle.notify_all()
+                self._done(1)
             # Let the app's threads have the GIL between runs once the worker has had it for a
             # while: a thread waiting for it would otherwise wait out the interpreter's switch
             # interval (5 ms). Not after every run: a waiting app thread keeps the GIL for that
@@ -563,18 +726,34 @@ class ToolScoreSpanProcessor(SpanProcessor):
     # --- flush and shutdown ----------------------------------------------------------------------
 
     def _drain_pending(self) -> list[_Ready]:
-        """Under the lock: every trace whose agent span has ended is complete now."""
-        ready = []
-        for tid in [t for t, b in self._pending.items() if b.held or (b.genai and b.root_ended)]:
-            buf = self._pending.pop(tid)
-            ready.append(_Ready(tid, buf.spans, buf.held))
+        """Under the lock: every run whose agent span has ended is complete now (force_flush,
+        shutdown); a trace with nothing open left goes with it."""
+        ready: list[_Ready] = []
+        for tid, buf in list(self._pending.items()):
+            if self._quiet:
+                if buf.held or (buf.genai and buf.root_ended):
+                    del self._pending[tid]
+                    ready.append(_Ready(tid, buf.spans, buf.held))
+                continue
+            for run_id in list(buf.runs):
+                ready.append(self._complete_run(tid, buf, run_id))
+            if not buf.open_ids and (buf.root_ended or buf.had_run or buf.held):
+                del self._pending[tid]
+                r = self._leftover(tid, buf)
+                if r is not None:
+                    ready.append(r)
         return ready
+
+    def _done(self, n: int) -> None:
+        with self._idle:
+            self._outstanding -= n
+            self._idle.notify_all()
 
     def _wait_idle(self, deadline: float) -> bool:
         if threading.current_thread() is self._worker:
             return False  # called from a scorer: the worker cannot wait for itself
         with self._idle:
-            while self._busy or not self._queue.empty():
+            while self._outstanding > 0:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -645,6 +824,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
             except queue.Empty:
                 break
             if item is not None:
+                self._done(1)
                 self.stats["dropped_shutdown"] += 1
                 self._engine.count_dropped()
                 self._release_all(item.held)

@@ -248,16 +248,18 @@ def test_max_pending_traces_evicts_oldest_and_forwards_its_spans() -> None:
     from opentelemetry.trace import set_span_in_context
 
     roots = []
-    for i in range(3):  # three traces whose roots stay open, each with an ended (held) agent span
+    children = []
+    # three traces, each with an ended (held) agent span whose run waits for a child still open
+    for i in range(3):
         root = tracer.start_span(f"root{i}")
         roots.append(root)
         with tracer.start_as_current_span("invoke_agent a", context=set_span_in_context(root),
                                           attributes={"gen_ai.operation.name": "invoke_agent"}):
-            pass
+            children.append(tracer.start_span("background"))
     assert p.processor.stats["evicted_max_pending_traces"] == 1
     assert sum(s.name == "invoke_agent a" for s in p.exported()) == 1  # the evicted trace's agent span left
-    for root in roots:
-        root.end()
+    for span in children + roots:
+        span.end()
     assert p.processor.force_flush(5_000)
     assert Counter(s.name for s in p.exported())["invoke_agent a"] == 3
     provider.shutdown()
@@ -510,6 +512,98 @@ def test_no_span_lost_duplicated_or_held_too_long(forest: list[ReadableSpan], mo
     # none held past hold_timeout (plus scheduling slack for a loaded 2-core CI machine)
     delays = [t - ended_at[(s.context.trace_id, s.context.span_id)] for s, t in exported]
     assert max(delays) <= hold_timeout + 1.0, max(delays)
+
+
+@st.composite
+def multi_run_traces(draw: Any) -> tuple[list[ReadableSpan], set[int]]:
+    """Traces holding several agent runs in a row under a non-agent root (a web request), some
+    with a nested sub-agent, some with children that end after their agent span (late). Returns
+    the spans and the ids of the outermost agent spans that have activity ending in time."""
+    spans: list[ReadableSpan] = []
+    expected: set[int] = set()
+    next_id = 1
+    for trace in range(draw(st.integers(1, 3))):
+        trace_id = 0x2000 + trace
+        root_id, next_id = next_id, next_id + 1
+        t = 0
+        for run in range(draw(st.integers(1, 3))):
+            agent_id, next_id = next_id, next_id + 1
+            start, t = t, t + 10
+            kids = draw(st.lists(st.sampled_from(["chat", "tool", "late_chat", "late_other", "sub_agent"]),
+                                 min_size=1, max_size=4))
+            for kid in kids:
+                kid_id, next_id = next_id, next_id + 1
+                late = kid.startswith("late")
+                attrs = ({} if kid == "late_other" else KINDS[2] if kid == "tool"
+                         else {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": f"sub{kid_id}"}
+                         if kid == "sub_agent" else KINDS[1])
+                kid_start, t = t, t + 5
+                kid_end = t + 1000 if late else t
+                spans.append(ReadableSpan(name=f"{kid}{kid_id}", context=SpanContext(trace_id, kid_id, False),
+                                          parent=SpanContext(trace_id, agent_id, False), attributes=attrs,
+                                          start_time=kid_start, end_time=kid_end))
+                if kid == "sub_agent":  # its own chat, so that it is a run
+                    chat_id, next_id = next_id, next_id + 1
+                    spans.append(ReadableSpan(name=f"chat{chat_id}", context=SpanContext(trace_id, chat_id, False),
+                                              parent=SpanContext(trace_id, kid_id, False), attributes=KINDS[1],
+                                              start_time=kid_start + 1, end_time=kid_end - 1))
+            t += 5
+            spans.append(ReadableSpan(name=f"agent{agent_id}", context=SpanContext(trace_id, agent_id, False),
+                                      parent=SpanContext(trace_id, root_id, False),
+                                      attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": f"a{run}"},
+                                      start_time=start, end_time=t))
+            if any(k in ("chat", "tool") for k in kids):  # activity of its own: not a wrapper
+                expected.add(agent_id)
+            t += 5
+        spans.append(ReadableSpan(name=f"request{root_id}", context=SpanContext(trace_id, root_id, False),
+                                  parent=None, attributes={}, start_time=0, end_time=t + 2000))
+    return spans, expected
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces=multi_run_traces(), pauses=st.lists(st.booleans(), max_size=40), grace=st.sampled_from([0.0, 0.005, 0.02]),
+       order_seed=st.randoms(use_true_random=False))
+def test_every_run_of_a_trace_is_scored_once(traces: tuple[list[ReadableSpan], set[int]], pauses: list[bool],
+                                             grace: float, order_seed: Any) -> None:
+    """Several runs per trace, sub-agents, late children, runs completing at their grace or by
+    their last child, traces interleaved: every span out once, every outermost run that has
+    activity scored exactly once, no run scored twice."""
+    forest, expected = traces
+    timed = TimedDownstream()
+    p = Pipeline(scorers=[Flaky("f", "ok")], downstream=timed, hold_timeout=5, completion_grace=grace)
+    streams = []
+    for tid in sorted({s.context.trace_id for s in forest}):
+        class Recorder:
+            def __init__(self) -> None:
+                self.events: list[tuple[str, ReadableSpan]] = []
+            def on_start(self, span: Any, parent_context: Any = None) -> None:
+                self.events.append(("start", span))
+            def on_end(self, span: Any) -> None:
+                self.events.append(("end", span))
+        rec = Recorder()
+        replay([s for s in forest if s.context.trace_id == tid], rec)  # type: ignore[arg-type]
+        streams.append(rec.events)
+    ends = 0
+    while any(streams):
+        stream = order_seed.choice([s for s in streams if s])
+        kind, span = stream.pop(0)
+        if kind == "start":
+            p.processor.on_start(span)
+        else:
+            p.processor.on_end(span)
+            if ends < len(pauses) and pauses[ends]:
+                # graces run out here: after an agent span (before its late children end), or in
+                # the middle of the next run (a slow model call)
+                time.sleep(grace + 0.02)
+            ends += 1
+    assert p.processor.force_flush(10_000)
+    p.processor.shutdown()
+    out = [s for s, _ in timed.seen]
+    app = [s for s in out if s.instrumentation_scope is None or s.instrumentation_scope.name != "otel_toolscore"]
+    assert _ids(app) == _ids(forest)
+    evaluated = Counter(s.parent.span_id for s in out if s not in app)
+    assert max(evaluated.values(), default=0) <= 1, "a run was scored twice"
+    assert expected <= set(evaluated), f"runs not scored: {expected - set(evaluated)}"
 
 
 class TimedDownstream(SpanProcessor):

@@ -168,10 +168,14 @@ class App:
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("app")
 
-    def run(self, name: str = "weather-bot") -> None:
-        """One agent run: the agent span around a chat, a tool call and a final chat."""
+    def run(self, name: str = "weather-bot", straggler: bool = False) -> Any:
+        """One agent run: the agent span around a chat, a tool call and a final chat; with
+        ``straggler``, plus a child left open (returned), so the run waits for its grace."""
+        left_open = None
         with self.tracer.start_as_current_span(f"invoke_agent {name}", attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}):
+            if straggler:
+                left_open = self.tracer.start_span("background task")
             with self.tracer.start_as_current_span("chat m", attributes={
                 "gen_ai.operation.name": "chat",
                 "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Oslo?"}]}]),
@@ -191,6 +195,7 @@ class App:
                     {"type": "text", "content": "It is 5°C in Oslo."}]}]),
             }):
                 pass
+        return left_open
 
     def events(self, scorer: str) -> list[Any]:
         return [r.log_record for r in self.logs.get_finished_logs()
@@ -725,9 +730,9 @@ def test_exit_without_shutdown_exports_a_held_span_scored(tmp_path: Path) -> Non
         app = App(["tool_call_validation"], downstream=BatchSpanProcessor(exporter), shutdown_on_exit=True,
                   hold_timeout=60, completion_grace=60)
         processor = app.processor
-        root = app.tracer.start_span("request")  # never ends: the run waits for completion_grace
+        root = app.tracer.start_span("request")  # never ends
         with use_span(root, end_on_exit=False):
-            app.run()
+            app.run(straggler=True)  # the run waits for completion_grace
         time.sleep(0.2)
         assert processor._holds and not processor._holds[0].released, "not held at exit"
         print("exiting", time.monotonic(), flush=True)
