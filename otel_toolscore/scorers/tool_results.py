@@ -176,7 +176,8 @@ _FOUND_RE = re.compile(
 # --- result reading ---------------------------------------------------------------------------
 
 _ERROR_STATUSES = frozenset({"error", "failed", "failure"})
-_ERROR_TEXT = re.compile(r"\s*(?:error|exception|failed|failure)\b\s*[:\-–]", re.I)
+# \A: used with match(); anchored, a search() cannot retry the \s* run from every position
+_ERROR_TEXT = re.compile(r"\A\s*(?:error|exception|failed|failure)\b\s*[:\-–]", re.I)
 _NOT_FOUND_STATUSES = frozenset(
     {"not_found", "not found", "notfound", "missing", "no_results", "no results", "empty", "none"}
 )

@@ -1,0 +1,135 @@
+"""No regular expression of the package is quadratic, and a hostile tool result cannot freeze
+the app: patterns run on the judge's and the worker's threads while they hold the GIL.
+
+The time bounds are guards against pathological blow-up (quadratic patterns take seconds on
+these inputs), with margins of 10x and more over what linear patterns take on a loaded CI
+machine; speed targets live in benchmarks/.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import otel_toolscore
+from otel_toolscore.scorers.redaction import DataBlocks, default_redactor, redact_shortened
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 20_000  # characters of adversarial input per pattern and shape
+BOUND_S = 0.5  # a linear pattern scans 20 kB in well under 50 ms; a quadratic one takes seconds
+
+
+def _package_patterns() -> dict[str, re.Pattern[str]]:
+    """Every compiled pattern held at module level (alone, or in a list, tuple, dict)."""
+    found: dict[tuple[str, int], tuple[str, re.Pattern[str]]] = {}
+
+    def visit(obj: Any, where: str, depth: int = 0) -> None:
+        if isinstance(obj, re.Pattern):
+            if isinstance(obj.pattern, str):
+                found.setdefault((obj.pattern, obj.flags), (where, obj))
+        elif depth < 3 and isinstance(obj, (list, tuple, set, frozenset)):
+            for x in obj:
+                visit(x, where, depth + 1)
+        elif depth < 3 and isinstance(obj, dict):
+            for x in obj.values():
+                visit(x, where, depth + 1)
+
+    for info in pkgutil.walk_packages(otel_toolscore.__path__, "otel_toolscore."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            visit(value, f"{info.name}.{name}")
+    return {f"{where}:{i}": p for i, (where, p) in enumerate(found.values())}
+
+
+PATTERNS = _package_patterns()
+
+#: runs that make backtracking patterns rescan from every position: word/punctuation
+#: alternations (".a" defeated the e-mail and URL patterns), whitespace runs, separators
+SHAPES = [".a", "a.", "a", " ", "\t", "\n", "a ", "a@", "@a", "sk-", "a-", "1-", "1 ", "1.", "1", "a://", "a:",
+          "a/", "token ", "x=", "aa.", "<", ">", "{", "[", '"', "\\", "%", "_", "é", "A", "Aa"]
+
+
+def test_the_package_has_patterns_to_check() -> None:
+    assert len(PATTERNS) > 30  # the walk finds them (redaction, tool results, facts, conventions)
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_every_pattern_is_linear_on_adversarial_input(name: str) -> None:
+    pattern = PATTERNS[name]
+    own = sorted({c for c in pattern.pattern if c.isprintable()})
+    for shape in SHAPES + own:
+        text = shape * (N // len(shape))
+        t0 = time.perf_counter()
+        pattern.findall(text)
+        pattern.search(text + "\x00")  # a failing search from every position
+        took = time.perf_counter() - t0
+        assert took < BOUND_S, f"{name} {pattern.pattern!r} took {took:.2f} s on {shape!r} * {N // len(shape)}"
+
+
+def test_redaction_is_unchanged_where_the_value_fits() -> None:
+    text = "mail bob@example.com, key sk-abcdefghijklmnopqrstuvwx, url https://u:hunter2@h.io/x"
+    assert redact_shortened(text, 4000, default_redactor) == default_redactor(text)
+    assert "hunter2" not in default_redactor(text) and "bob@example.com" not in default_redactor(text)
+
+
+def test_shortened_value_keeps_no_secret_in_clear_at_a_cut() -> None:
+    limit = 4000
+    head, tail = limit * 2 // 3, limit - limit * 2 // 3
+    secret = "sk-" + "Z" * 40
+    filler = "x " * 300_000
+    # secrets in the kept head, straddling the head's cut, straddling the tail's cut, in the tail
+    text = (secret + " " + "y " * ((head - 60) // 2) + secret + " " + filler
+            + secret + "y " * ((tail - 20) // 2) + " bob@example.com")
+    out = redact_shortened(text, limit, default_redactor)
+    assert "ZZZZ" not in out and "bob@example.com" not in out, out
+    assert "[REDACTED:api_key]" in out and "[REDACTED:email]" in out
+    assert "…[shortened" in out and len(out) < limit + 100
+
+
+def test_data_block_of_a_megabyte_hostile_result_costs_the_app_threads_under_50_ms() -> None:
+    """The judge thread builds the prompt while the app runs: an app thread ticking every
+    millisecond must never wait more than 50 ms for the GIL. Run in a child process, so that on
+    a regression the runaway pattern is killed with it instead of freezing this test run."""
+    script = textwrap.dedent("""
+        import sys, threading, time
+        from otel_toolscore.scorers.redaction import DataBlocks
+        hostile = ".a" * 500_000  # 1 MB: no e-mail, no URL, every position a word boundary
+        done = threading.Event()
+        def judge_thread():
+            blocks = DataBlocks()
+            for v in (hostile, "x@" * 500_000, "a://" * 250_000, " " * 1_000_000):
+                blocks.add("tool_result", v)
+            blocks.render()
+            done.set()
+        gaps = []
+        t = threading.Thread(target=judge_thread)
+        last = time.perf_counter()
+        t.start()
+        while not done.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+        t.join()
+        print(max(gaps))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    worst = float(proc.stdout.split()[-1])
+    assert worst < 0.05, f"an app thread waited {worst * 1000:.0f} ms"
+
+
+def test_data_blocks_still_redact_and_shorten() -> None:
+    blocks = DataBlocks()
+    blocks.add("r", {"result": "contact bob@example.com " + "z" * 10_000})
+    out = blocks.render()
+    assert "bob@example.com" not in out and "[REDACTED:email]" in out and "…[shortened" in out
