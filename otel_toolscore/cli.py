@@ -14,6 +14,7 @@ from rich.console import Console
 
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.otlp import OtlpDecodeError, load_otlp
+from otel_toolscore.semconv import TOOLSCORE_SCORED
 from otel_toolscore.report import ScoredRun, ScoreProgress, json_lines, junit, summary_line, table
 from otel_toolscore.scorers.base import CODE_SCORERS, Score, Scorer, ScorerConfigError, build_scorers, run_scorers
 from otel_toolscore.trajectory import Trajectory
@@ -180,6 +181,10 @@ def score(
     context_file: Annotated[
         Optional[Path], typer.Option(help="context_position: context items, one per line or a JSON list (default: the run's retrieved documents).")
     ] = None,
+    skip_scored: Annotated[
+        bool, typer.Option("--skip-scored", help="Leave out runs whose agent span carries toolscore.scored "
+                           "(scored already by install() or serve). Default: rescore them.")
+    ] = False,
 ) -> None:
     """Rebuild every agent run in the given traces and score it."""
     accuracy = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
@@ -203,7 +208,17 @@ def score(
                 _fail(str(exc))
             except OSError as exc:
                 _fail(f"{path}: {exc.strerror or exc}")
-            trajectories = build_trajectories(batch.spans)
+            trajectories = found = build_trajectories(batch.spans)
+            if skip_scored:
+                # Replaying saved traces is this command's job, so by default it rescores runs
+                # that carry the mark; --skip-scored honours it as the processor and serve do.
+                kept = [t for t in trajectories if t.expectations.get(TOOLSCORE_SCORED) is not True]
+                if len(kept) < len(trajectories):
+                    Console(stderr=True).print(
+                        f"otel-toolscore: {path}: {len(trajectories) - len(kept)} run(s) already scored "
+                        "(toolscore.scored), skipped", highlight=False,
+                    )
+                trajectories = kept
             if trajectories:
                 # Decoding problems belong to the file; show them with its first run.
                 trajectories[0].problems[:0] = batch.problems
@@ -211,7 +226,7 @@ def score(
                 unattached_problems += len(batch.problems)
             for traj in trajectories:
                 runs.append(ScoredRun(source=path, trajectory=traj, scores=[]))
-            if not trajectories:
+            if not found:
                 Console(stderr=True).print(
                     f"otel-toolscore: {path}: {len(batch.spans)} spans, no agent run found "
                     "(no agent, LLM or tool spans)", highlight=False,

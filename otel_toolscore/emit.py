@@ -287,7 +287,7 @@ class Emitter:
         self._evaluations_counter = meter.create_counter(
             semconv.METRIC_EVALUATIONS,
             unit="{evaluation}",
-            description="Evaluations by outcome (scored, skipped, error, dropped)",
+            description="Evaluations by outcome (scored, skipped, error, dropped, already_scored)",
         )
         self._evicted_counter = meter.create_counter(
             semconv.METRIC_TRACES_EVICTED,

@@ -89,6 +89,11 @@ class Engine:
                 kept.append(span)
         results = []
         for traj in build_trajectories(kept):
+            if traj.expectations.get(sc.TOOLSCORE_SCORED) is True:
+                # Scored upstream already (an app with install() that also exports to serve):
+                # counted, not scored again.
+                self.count_already_scored()
+                continue
             self._apply_rules(traj)
             trace_id = int(traj.trace_id, 16)
             active = [s for s in self.code_scorers if sampled(trace_id, self._rate(s))]
@@ -128,6 +133,10 @@ class Engine:
         if agent_span is None or not scores:
             return None
         return self.emitter.evaluation_span(traj, scores, agent_span)
+
+    def count_already_scored(self) -> None:
+        for name in self.scorer_names:
+            self.emitter.count_evaluation(name, "already_scored")
 
     def count_dropped(self, names: Sequence[str] | None = None, n: int = 1) -> None:
         for name in names if names is not None else self.scorer_names:

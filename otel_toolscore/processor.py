@@ -45,6 +45,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.util.types import AttributeValue
 
+from otel_toolscore import semconv as sc
 from otel_toolscore.config import ToolScoreSettings, load_settings
 from otel_toolscore.conventions import classify
 from otel_toolscore.emit import Emitter
@@ -688,7 +689,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
             run_id = result.trajectory.span_id or ""
             same = by_id.get(run_id)
             if same:
-                self._release(same.pop(0), self._emitter.span_attributes(result.scores))
+                # The mark goes out whatever the span-attribute settings: it is what keeps
+                # another scorer path (serve behind this app) from scoring the run again.
+                extra = {**self._emitter.span_attributes(result.scores), sc.TOOLSCORE_SCORED: True}
+                self._release(same.pop(0), extra)
             emitted.append((result, spans_by_id.get(run_id)))
         # Wrappers and non-run agent spans go out as they are.
         self._release_all([h for same in by_id.values() for h in same])

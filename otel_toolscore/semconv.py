@@ -156,6 +156,9 @@ TOOLSCORE_PREFIX = "toolscore."
 TOOLSCORE_EXPECTED_TOOL = "toolscore.expected_tool"
 TOOLSCORE_EXPECTED_TOOL_ORDER = "toolscore.expected_tool_order"
 TOOLSCORE_STRICT = "toolscore.strict"
+#: on an agent span that a scorer path (processor, serve) has scored: every path skips such a run
+#: (outcome ``already_scored``) so that a run exported twice (install() and serve) is scored once
+TOOLSCORE_SCORED = "toolscore.scored"
 
 GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
 GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
