@@ -787,7 +787,9 @@ class ToolScoreSpanProcessor(SpanProcessor):
             logger.warning("otel-toolscore: force_flush failed", exc_info=True)
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
         try:
-            return bool(self._downstream.force_flush(remaining_ms)) and done
+            # None is success: SpanProcessor.force_flush is a bare ``pass`` in SDK 1.37, and a
+            # downstream that does not override it has nothing to flush.
+            return self._downstream.force_flush(remaining_ms) is not False and done
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             logger.warning("otel-toolscore: downstream force_flush failed", exc_info=True)
             return False

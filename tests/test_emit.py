@@ -13,11 +13,18 @@ import pytest
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
-from opentelemetry.sdk._logs.export import (
-    InMemoryLogRecordExporter,
-    SimpleLogRecordProcessor,
-)
+from opentelemetry.sdk._logs import LoggerProvider
+
+try:  # SDK >= 1.38; the lowest SDK this package supports (1.37) has LogData
+    from opentelemetry.sdk._logs import ReadableLogRecord
+except ImportError:  # pragma: no cover - tests/constraints-min.txt
+    from opentelemetry.sdk._logs import LogData as ReadableLogRecord  # type: ignore[assignment]
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+
+try:  # renamed in SDK 1.38
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+except ImportError:  # pragma: no cover - tests/constraints-min.txt
+    from opentelemetry.sdk._logs.export import InMemoryLogExporter as InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,

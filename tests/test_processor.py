@@ -756,3 +756,27 @@ def test_llm_inflight_bound_drops_and_counts() -> None:
     assert dropped() == 3
     assert Counter(s.name for s in p.exported())["invoke_agent weather-bot"] == 5
     provider.shutdown()
+
+
+def test_force_flush_is_true_over_a_downstream_whose_force_flush_returns_none() -> None:
+    """SpanProcessor.force_flush is a bare ``pass`` in SDK 1.37 (None): a downstream that does
+    not override it has nothing to flush, which is success, not a failed flush."""
+
+    class Plain(SpanProcessor):
+        def __init__(self) -> None:
+            self.spans: list[ReadableSpan] = []
+
+        def on_end(self, span: ReadableSpan) -> None:
+            self.spans.append(span)
+
+        def force_flush(self, timeout_millis: int = 30000) -> Any:
+            return None  # what the 1.37 base class returns
+
+    plain = Plain()
+    p = Pipeline(downstream=plain)
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    _agent_run(provider.get_tracer("app"))
+    assert p.processor.force_flush(5_000) is True
+    assert len(plain.spans) == 5
+    provider.shutdown()

@@ -1,0 +1,65 @@
+"""tests/constraints-min.txt pins exactly the lower bounds pyproject.toml declares for the core
+dependencies, so that scripts/test's .venv-min step (core tests on those versions) tests the
+bounds users get, and a bound raised in one place is raised in the other."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lower_bounds() -> dict[str, Version]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    out = {}
+    for line in project["dependencies"]:
+        req = Requirement(line)
+        lows = [Version(s.version) for s in req.specifier if s.operator == ">="]
+        if lows:
+            out[_norm(req.name)] = max(lows)
+    return out
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pins() -> dict[str, Version]:
+    pins = {}
+    for line in (ROOT / "tests" / "constraints-min.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[_norm(name)] = Version(version)
+    return pins
+
+
+def test_constraints_min_pins_every_declared_lower_bound() -> None:
+    assert _pins() == _lower_bounds()
+
+
+def test_the_known_broken_versions_are_excluded() -> None:
+    bounds = _lower_bounds()
+    # import fails with pydantic 2.6/2.7 ("Unable to apply constraint strict") and with
+    # pydantic-settings < 2.4; typer 0.12 fails with current click
+    assert bounds["pydantic"] >= Version("2.8")
+    assert bounds["pydantic-settings"] >= Version("2.4")
+    assert bounds["typer"] >= Version("0.13")
+
+
+def test_scripts_test_runs_the_core_tests_on_the_minimums() -> None:
+    script = (ROOT / "scripts" / "test").read_text()
+    assert "-c tests/constraints-min.txt" in script and ".venv-min/bin/python -m pytest" in script
+    for test in re.findall(r"tests/test_\w+\.py", script):
+        assert (ROOT / test).exists(), test
