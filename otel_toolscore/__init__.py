@@ -6,7 +6,7 @@ __version__ = "0.1.0"  # before the imports: submodules read it while the packag
 
 from otel_toolscore import scorers
 from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.bootstrap import install
+from otel_toolscore.bootstrap import InstallError, install
 from otel_toolscore.config import ToolScoreSettings, load_settings
 from otel_toolscore.otlp import load_otlp, read_otlp_json
 from otel_toolscore.processor import ToolScoreSpanProcessor
@@ -24,6 +24,7 @@ from otel_toolscore.trajectory import (
 
 
 __all__ = [
+    "InstallError",
     "Score",
     "Scorer",
     "ToolScoreSettings",

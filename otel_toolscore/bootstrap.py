@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry import metrics, trace
-from opentelemetry._logs import set_logger_provider
+from opentelemetry._logs import get_logger_provider, set_logger_provider
+from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_toolscore.config import load_settings
+from otel_toolscore.emit import _is_unset
 from otel_toolscore.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers.base import Scorer
 
 _GRPC = "grpc"
+_log = logging.getLogger(__name__)
 
 
 def _protocol(signal: str) -> str:
@@ -29,9 +34,11 @@ def _protocol(signal: str) -> str:
             or "http/protobuf").strip().lower()
 
 
-def _exporters() -> tuple[Any, Any, Any]:
-    """Span, metric and log exporters configured from the standard OTEL_EXPORTER_OTLP_* variables."""
-    if _protocol("TRACES") == _GRPC:
+def _exporters(spans: bool) -> tuple[Any, Any, Any]:
+    """Span (when asked), metric and log exporters from the standard OTEL_EXPORTER_OTLP_* variables."""
+    if not spans:
+        OTLPSpanExporter = None  # noqa: N806
+    elif _protocol("TRACES") == _GRPC:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -43,7 +50,93 @@ def _exporters() -> tuple[Any, Any, Any]:
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
     else:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-    return OTLPSpanExporter(), OTLPMetricExporter(), OTLPLogExporter()
+    return (OTLPSpanExporter() if OTLPSpanExporter is not None else None), OTLPMetricExporter(), OTLPLogExporter()
+
+
+class InstallError(RuntimeError):
+    """install() cannot put scoring into this OpenTelemetry set-up; the message says what to do."""
+
+
+class _FanOut(SpanProcessor):
+    """The processors a provider had before install(), behind one ToolScoreSpanProcessor: each
+    still gets every span exactly once (the agent span with its scores), in their old order."""
+
+    def __init__(self, processors: Sequence[SpanProcessor]) -> None:
+        self._processors = tuple(processors)
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for p in self._processors:
+            p.on_start(span, parent_context=parent_context)
+
+    def _on_ending(self, span: Span) -> None:
+        for p in self._processors:
+            hook = getattr(p, "_on_ending", None)
+            if hook is not None:
+                hook(span)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for p in self._processors:
+            p.on_end(span)
+
+    def shutdown(self) -> None:
+        for p in self._processors:
+            p.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        deadline = time.monotonic() + timeout_millis / 1000
+        ok = True
+        for p in self._processors:
+            remaining = max(0, int((deadline - time.monotonic()) * 1000))
+            ok = p.force_flush(remaining) is not False and ok  # None: SDK 1.37's base class
+        return ok
+
+
+def _existing_tracer_provider() -> TracerProvider | None:
+    """The app's global SDK TracerProvider, None when there is none; InstallError for a global
+    provider that is not the SDK's (spans cannot be wrapped there)."""
+    provider = trace.get_tracer_provider()
+    if _is_unset(provider):
+        return None
+    if isinstance(provider, TracerProvider):
+        return provider
+    raise InstallError(
+        f"the global TracerProvider is a {type(provider).__module__}.{type(provider).__name__}, not the "
+        "OpenTelemetry SDK's: install() can only add scoring to an SDK TracerProvider. Wrap the processor "
+        "that exports your spans instead: ToolScoreSpanProcessor(BatchSpanProcessor(exporter)), added to "
+        "your provider, or pass install(tracer_provider=...) an SDK TracerProvider."
+    )
+
+
+def _attach(provider: TracerProvider, make: Any, own_exporter: SpanExporter | None) -> ToolScoreSpanProcessor:
+    """Put one ToolScoreSpanProcessor in front of the processors the provider already has.
+
+    The SDK keeps them in a tuple on its multi-processor; it is replaced under that object's
+    lock, so spans starting meanwhile see either the old set or the new one, never both.
+    """
+    active = getattr(provider, "_active_span_processor", None)
+    lock = getattr(active, "_lock", None)
+    if active is None or lock is None or not isinstance(getattr(active, "_span_processors", None), tuple):
+        raise InstallError(
+            "this TracerProvider's processors cannot be reached (an SDK version install() does not "
+            "know): wrap your exporting processor in ToolScoreSpanProcessor instead"
+        )
+    with lock:
+        existing = list(active._span_processors)
+        for p in existing:
+            if isinstance(p, ToolScoreSpanProcessor):
+                _log.warning("otel-toolscore: install() called again; scoring is already installed")
+                return p
+        if own_exporter is not None or not existing:
+            # Nothing exports yet (or the app asked for an exporter of its own): add one.
+            existing.append(BatchSpanProcessor(own_exporter if own_exporter is not None else make()))
+        processor: ToolScoreSpanProcessor = make.processor(existing[0] if len(existing) == 1 else _FanOut(existing))
+        active._span_processors = (processor,)
+    return processor
+
+
+def _global_or_none(getter: Any) -> Any:
+    provider = getter()
+    return None if _is_unset(provider) else provider
 
 
 def install(
@@ -57,22 +150,34 @@ def install(
     set_global: bool = True,
     **settings: Any,
 ) -> ToolScoreSpanProcessor:
-    """Build (or use) the tracer, meter and logger providers and add the scoring processor.
+    """Add scoring to the app's OpenTelemetry set-up, building what it lacks.
 
-    Spans go to ``span_exporter`` (default: OTLP from the ``OTEL_EXPORTER_OTLP_*`` variables)
-    through ``ToolScoreSpanProcessor(BatchSpanProcessor(exporter))``. Give ``tracer_provider``
-    only if it does not already export spans itself, or every span is exported twice: an app
-    with its own exporting processor should wrap that processor in ``ToolScoreSpanProcessor``.
+    Tracer provider: ``tracer_provider``, else the global one. An SDK TracerProvider that
+    already has processors (the usual case, and what ``opentelemetry-instrument`` sets up) gets
+    one ``ToolScoreSpanProcessor`` in front of them, so every span still reaches each of them
+    exactly once; one without processors gets ``ToolScoreSpanProcessor(BatchSpanProcessor(
+    span_exporter))``. With no global provider, one is built (and set global unless
+    ``set_global=False``). A global provider that is not the SDK's is an ``InstallError`` that
+    says what to do instead.
+
+    Meter and logger providers: the ones given, else the global ones, else new ones exporting
+    over OTLP (``OTEL_EXPORTER_OTLP_*``), set global unless ``set_global=False``.
+
     Settings come from keyword arguments, ``OTEL_TOOLSCORE_*`` variables, and the YAML file
     named by ``config_file`` or ``OTEL_TOOLSCORE_CONFIG``, in that order of precedence.
     """
     resolved = load_settings(config_file, **settings)
+    if tracer_provider is None:
+        tracer_provider = _existing_tracer_provider()
+    if meter_provider is None:
+        meter_provider = _global_or_none(metrics.get_meter_provider)
+    if logger_provider is None:
+        logger_provider = _global_or_none(get_logger_provider)
     resource = tracer_provider.resource if tracer_provider is not None else Resource.create()
     need_metrics = meter_provider is None and resolved.metrics
     need_logs = logger_provider is None and resolved.events
-    if span_exporter is None or need_metrics or need_logs:
-        default_spans, default_metrics, default_logs = _exporters()
-        span_exporter = span_exporter or default_spans
+    if need_metrics or need_logs:
+        _, default_metrics, default_logs = _exporters(spans=False)
     if need_metrics:
         meter_provider = MeterProvider(resource=resource,
                                        metric_readers=[PeriodicExportingMetricReader(default_metrics)])
@@ -87,9 +192,16 @@ def install(
         tracer_provider = TracerProvider(resource=resource)
         if set_global:
             trace.set_tracer_provider(tracer_provider)
-    processor = ToolScoreSpanProcessor(
-        BatchSpanProcessor(span_exporter), scorers, settings=resolved,
-        meter_provider=meter_provider, logger_provider=logger_provider,
-    )
-    tracer_provider.add_span_processor(processor)
-    return processor
+
+    class _Make:
+        """Builds the default span exporter only when one is needed, and the processor."""
+
+        def __call__(self) -> SpanExporter:
+            return _exporters(spans=True)[0]
+
+        @staticmethod
+        def processor(downstream: SpanProcessor) -> ToolScoreSpanProcessor:
+            return ToolScoreSpanProcessor(downstream, scorers, settings=resolved,
+                                          meter_provider=meter_provider, logger_provider=logger_provider)
+
+    return _attach(tracer_provider, _Make(), span_exporter)

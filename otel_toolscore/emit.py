@@ -59,6 +59,12 @@ from otel_toolscore.trajectory import ToolCall, Trajectory
 
 _log = logging.getLogger(__name__)
 
+
+def _is_unset(provider: object) -> bool:
+    """The API's stand-ins for a global provider not set (proxy) or none at all (no-op)."""
+    name = type(provider).__name__
+    return "Proxy" in name or name.startswith("NoOp")
+
 #: gen_ai.evaluation.score buckets: scores live in [0, 1], tenths are what alerts look at
 SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 #: toolscore.judge.duration buckets: the GenAI semconv ones for gen_ai.client.operation.duration
@@ -263,6 +269,13 @@ class Emitter:
                 self._meter = meter
             except Exception:  # noqa: BLE001
                 _log.warning("otel-toolscore: metrics disabled, no meter", exc_info=True)
+        # Taken from the API's global stand-in (no provider given, none set yet): what it gets
+        # goes nowhere until the app sets a global provider, which is checked, once, when there
+        # is first something to send (the app may well set it after building this).
+        self._unsent_check = {
+            "metrics": settings.metrics and meter_provider is None and _is_unset(get_meter_provider()),
+            "events": settings.events and logger_provider is None and _is_unset(get_logger_provider()),
+        }
         self._logger: Logger | None = None
         if settings.events:
             try:
@@ -450,11 +463,23 @@ class Emitter:
 
     # --- events -----------------------------------------------------------------------------
 
+    def _warn_if_unsent(self, output: str, getter: Any, argument: str, setter: str) -> None:
+        """Warn once when scores are about to go to the API's stand-in provider: nowhere."""
+        self._unsent_check[output] = False
+        if _is_unset(getter()):
+            _log.warning(
+                "otel-toolscore: no %s provider: score %s go nowhere. Pass %s= to "
+                "ToolScoreSpanProcessor (or install()), or set a global one (%s).",
+                "logger" if output == "events" else "meter", output, argument, setter,
+            )
+
     def emit_events(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
         """One ``gen_ai.evaluation.result`` per score on the run span, plus one per scored tool
         call on its tool span (on the run span when the call had no span of its own)."""
         if self._logger is None or not scores:
             return
+        if self._unsent_check["events"]:
+            self._warn_if_unsent("events", get_logger_provider, "logger_provider", "opentelemetry._logs.set_logger_provider")
         try:
             run_context = _context(trajectory.trace_id, trajectory.span_id)
             run_calls = _RunCalls(trajectory)
@@ -536,6 +561,8 @@ class Emitter:
         """
         if self._meter is None:
             return
+        if self._unsent_check["metrics"] and scores:
+            self._warn_if_unsent("metrics", get_meter_provider, "meter_provider", "opentelemetry.metrics.set_meter_provider")
         for score in scores:
             try:
                 self.count_evaluation(score.name, score.outcome)
