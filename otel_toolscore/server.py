@@ -24,9 +24,10 @@ Responses follow the OTLP specification:
 * HTTP 400 / gRPC INVALID_ARGUMENT: nothing in the payload is an OTLP trace request;
 * HTTP 413 (gRPC RESOURCE_EXHAUSTED, from gRPC itself): over ``max_request_bytes``, checked on
   Content-Length, while reading a chunked body, and on the decompressed size (gzip bombs);
-* HTTP 503 + ``Retry-After`` / gRPC UNAVAILABLE + ``google.rpc.RetryInfo``: the spans waiting
-  for the upstream, the pending traces or the scoring queue are at their bounds (accepting would
-  mean dropping spans or scores), too many concurrent requests, or shutting down;
+* HTTP 503 + ``Retry-After`` / gRPC UNAVAILABLE + ``google.rpc.RetryInfo``: the upstream is
+  failing (its latest export failed), the spans waiting for the upstream, the pending traces or
+  the scoring queue are at their bounds (accepting would mean dropping spans or scores), too
+  many concurrent requests, or shutting down;
 * HTTP 408: the request (headers and body) did not arrive within ``request_timeout``;
 * HTTP 401 / gRPC UNAUTHENTICATED without ``Authorization: Bearer <auth_token>`` when a token
   is set; 415 for other content types or encodings; 404 for other paths; 405 other methods.
@@ -49,6 +50,12 @@ scored (or forwarded unscored at the bound) and exported before the process exit
 The receiver never forwards a span twice: a request is either refused as a whole (the client
 retries it) or accepted as a whole, and admission reserves its spans against the bound of the
 export queue before any of them enters the processor.
+
+What is accepted is kept until delivered: a batch the upstream refuses is retried with backoff
+(``delivery.RetryingExporter``), and while it is failing new spans are refused (503/UNAVAILABLE,
+``Retry-After``), so the senders hold them. Only a stop whose deadline passes with the upstream
+still failing gives up: those spans are counted in ``stats["spans_undelivered"]`` and logged.
+The buffer is in memory: a kill -9 loses what was accepted and not yet delivered (README).
 """
 
 from __future__ import annotations
@@ -90,10 +97,10 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SpanExporter,
-    SpanExportResult,
 )
 
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
+from otel_toolscore.delivery import RetryingExporter
 from otel_toolscore.otlp import (
     OtlpDecodeError,
     _field,
@@ -428,26 +435,6 @@ class _CountingProcessor(SpanProcessor):
         return self._inner.force_flush(timeout_millis)
 
 
-class _CountingExporter(SpanExporter):
-    """Counts the spans leaving the export queue, exported or not."""
-
-    def __init__(self, inner: SpanExporter, backlog: _Backlog) -> None:
-        self._inner = inner
-        self._backlog = backlog
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            return self._inner.export(spans)
-        finally:
-            self._backlog.left(len(spans))
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis)
-
-
 # --- decoding -----------------------------------------------------------------------------------
 
 
@@ -682,6 +669,7 @@ class ToolScoreServer:
         self.stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
         self._backlog = _Backlog(max_queued_spans)
+        self._delivery: RetryingExporter | None = None
         self._forwarder: _Forwarder | None = None
         self._grpc_server: Any = None
         self._httpd: _HttpServer | None = None
@@ -759,10 +747,13 @@ class ToolScoreServer:
         if exporter is None:
             assert self.upstream is not None
             exporter = self.upstream.span_exporter()
+        # A failed batch is retried until delivered (not dropped, as the SDK would): what was
+        # answered 200 is kept; admission refuses new spans while the upstream is failing.
+        self._delivery = RetryingExporter(exporter, on_done=self._backlog.left,
+                                          on_undelivered=lambda n: self._count("spans_undelivered", n))
         # The export queue holds twice what admission lets in: evaluation spans and held agent
         # spans enter it without admission, and must not make it drop app spans.
-        batch = BatchSpanProcessor(_CountingExporter(exporter, self._backlog),
-                                   max_queue_size=2 * self.max_queued_spans + 1024)
+        batch = BatchSpanProcessor(self._delivery, max_queue_size=2 * self.max_queued_spans + 1024)
         self.processor = ToolScoreSpanProcessor(
             _CountingProcessor(batch, self._backlog), self._scorers, settings=self.settings,
             completion="quiet", meter_provider=meter_provider, logger_provider=logger_provider,
@@ -883,8 +874,15 @@ class ToolScoreServer:
             ok = grpc_done.wait(max(0.0, deadline - time.monotonic())) and ok
         if self.processor is not None:
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
+            give_up = self._bound_delivery(deadline)
             ok = self.processor.force_flush(remaining_ms) and ok
             self.processor.shutdown()
+            if give_up is not None:
+                give_up.cancel()
+            if self.stats["spans_undelivered"]:
+                ok = False
+                logger.warning("otel-toolscore serve: %d accepted spans could not be delivered to the upstream "
+                               "before the stop deadline", self.stats["spans_undelivered"])
         for provider in self._own_providers:
             try:
                 remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
@@ -898,6 +896,18 @@ class ToolScoreServer:
         if self._forwarder is not None:
             self._forwarder.close()
         return ok
+
+    def _bound_delivery(self, deadline: float) -> threading.Timer | None:
+        """Retrying delivery must not outlast the stop deadline: at the deadline what is left is
+        counted as undelivered instead of retried. A timer, because the SDK's batch processor
+        exports inside force_flush and shutdown whatever timeout they are given."""
+        delivery = self._delivery
+        if delivery is None:
+            return None
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), delivery.give_up)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def __enter__(self) -> ToolScoreServer:
         if not self._started:
@@ -964,6 +974,13 @@ class ToolScoreServer:
             raise _Rejection(413, "INVALID_ARGUMENT",
                              f"the request holds {n} spans, more than max_queued_spans ({self.max_queued_spans})")
         if n:
+            delivery = self._delivery
+            if delivery is not None and delivery.failing:
+                # What is accepted now would wait behind batches the upstream refuses: the
+                # sender keeps it and retries instead (its queue, not this process's memory).
+                self._count("throttled", 1)
+                raise _Rejection(503, "UNAVAILABLE", "the upstream is failing; retry later",
+                                 delivery.retry_after_s())
             why = self._scoring_full()
             waiting = self._backlog.try_reserve(n) if why is None else None
             if why is None and waiting is not None:

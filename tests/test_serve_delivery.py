@@ -1,0 +1,164 @@
+"""``serve`` never acknowledges a span it then drops: while the upstream fails it pushes back
+(HTTP 503 + Retry-After, gRPC UNAVAILABLE), keeps what it accepted and retries it until it is
+delivered; what a stop past its deadline cannot deliver is counted. Real HTTP and gRPC on
+loopback, the SDK's own OTLP exporter towards an upstream that answers 503."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext
+
+from otel_toolscore.server import ToolScoreServer
+
+
+class FlakyUpstream:
+    """An OTLP/HTTP trace receiver answering 503 while ``failing()`` says so; keeps the span ids
+    of what it accepted."""
+
+    def __init__(self, fail_for_s: float) -> None:
+        self.delivered: Counter[int] = Counter()
+        self.refused = 0
+        self._until = time.monotonic() + fail_for_s
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if time.monotonic() < outer._until:
+                    with outer._lock:
+                        outer.refused += 1
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                with outer._lock:
+                    for rs in request.resource_spans:
+                        for ss in rs.scope_spans:
+                            for span in ss.spans:
+                                outer.delivered[int.from_bytes(span.span_id, "big")] += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _batch(first_id: int, n: int) -> tuple[bytes, list[int]]:
+    """n root spans (one trace each), OTLP protobuf."""
+    spans = [ReadableSpan(name="GET /", context=SpanContext(0xABC000 + i, i, False), parent=None,
+                          attributes={"http.method": "GET"}, start_time=1, end_time=2)
+             for i in range(first_id, first_id + n)]
+    return encode_spans(spans).SerializeToString(), list(range(first_id, first_id + n))
+
+
+def _post(endpoint: str, body: bytes) -> tuple[int, str | None]:
+    host = endpoint.removeprefix("http://")
+    conn = http.client.HTTPConnection(host, timeout=30)
+    try:
+        conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status, resp.getheader("Retry-After")
+    finally:
+        conn.close()
+
+
+def _serve(upstream: FlakyUpstream, grpc_port: int | None = None) -> ToolScoreServer:
+    # The SDK exporter as serve builds it, with a short timeout so that its own retries give
+    # up within a second and serve's delivery takes over.
+    exporter = OTLPSpanExporter(endpoint=f"{upstream.url}/v1/traces", timeout=1)
+    return ToolScoreServer(upstream.url, upstream_protocol="http/protobuf", http_port=0, grpc_port=grpc_port,
+                           span_exporter=exporter, decision_wait=0.2, metrics=False, events=False)
+
+
+@pytest.fixture(autouse=True)
+def _quick_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(__import__("os").environ):
+        if name.startswith(("OTEL_EXPORTER_OTLP_", "OTEL_TOOLSCORE_", "OTEL_BSP_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")  # export every 100 ms, inside the failure
+
+
+def test_spans_accepted_while_the_upstream_fails_are_all_delivered_and_new_ones_pushed_back() -> None:
+    upstream = FlakyUpstream(fail_for_s=3.0)
+    server = _serve(upstream, grpc_port=0)
+    accepted: list[int] = []
+    pushed_back: list[str | None] = []
+    grpc_codes: list[Any] = []
+    try:
+        addresses = server.start()
+        deadline = time.monotonic() + 60
+        for request in range(20):  # 1,000 spans, 50 a request, as a client with retries sends them
+            body, ids = _batch(1 + 50 * request, 50)
+            while True:
+                assert time.monotonic() < deadline, "never accepted"
+                status, retry_after = _post(addresses.http_endpoint, body)
+                if status == 200:
+                    accepted.extend(ids)
+                    break
+                assert status == 503, status
+                pushed_back.append(retry_after)
+                if len(pushed_back) == 1:  # the gRPC receiver pushes back too
+                    channel = grpc.insecure_channel(addresses.grpc_endpoint.removeprefix("http://"))
+                    call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+                    try:
+                        call(_batch(100_000, 5)[0], timeout=10)
+                        grpc_codes.append("OK")
+                    except grpc.RpcError as exc:
+                        grpc_codes.append(exc.code())
+                    channel.close()
+                time.sleep(0.3)
+            time.sleep(0.05)
+        assert server.stop(30)
+    finally:
+        server.stop(5)
+        upstream.stop()
+    assert upstream.refused >= 1  # the upstream did fail while spans were coming
+    assert pushed_back and all(r is not None and int(r) >= 1 for r in pushed_back)
+    assert grpc_codes[:1] == [grpc.StatusCode.UNAVAILABLE]
+    assert len(accepted) == 1000
+    # every span answered 200 reached the upstream, once
+    assert {i: upstream.delivered[i] for i in accepted} == {i: 1 for i in accepted}
+    assert server.stats["spans_undelivered"] == 0
+
+
+def test_a_stop_while_the_upstream_still_fails_counts_what_it_could_not_deliver() -> None:
+    upstream = FlakyUpstream(fail_for_s=3600)
+    server = _serve(upstream)
+    try:
+        addresses = server.start()
+        body, ids = _batch(1, 50)
+        assert _post(addresses.http_endpoint, body)[0] == 200  # before any export has failed
+        t0 = time.monotonic()
+        assert not server.stop(3)  # could not deliver: says so
+        assert time.monotonic() - t0 < 15  # bounded by the deadline plus one export attempt
+    finally:
+        server.stop(5)
+        upstream.stop()
+    assert not upstream.delivered
+    assert server.stats["spans_undelivered"] == 50
