@@ -62,6 +62,7 @@ _HOLD_SLACK_S = 0.005
 _YIELD_AFTER_S = 0.002
 #: s; the longest a drop or eviction counted on an app thread waits to reach the metrics
 _TALLY_FLUSH_S = 1.0
+_UNKNOWN = object()
 
 
 @dataclass(eq=False, slots=True)
@@ -88,17 +89,15 @@ class _TraceBuffer:
 
     Completion is per outermost agent run (DESIGN.md "Completion"): a trace can hold several
     runs, each scored on its own subtree when its agent span and its descendants have ended.
-    ``parents`` (every span seen: started or ended) lets a span find the run it belongs to.
+    ``parents`` (ended spans) and the live ``open_ids`` spans let a span find the run it belongs to.
     """
 
     created: float
     spans: list[ReadableSpan] = field(default_factory=list)  # ended, not yet given to scoring
     held: list[_Held] = field(default_factory=list)
-    open: int = 0
-    open_ids: set[int] = field(default_factory=set)
-    parents: dict[int, int | None] = field(default_factory=dict)
+    open_ids: dict[int, Span] = field(default_factory=dict)  # open spans by id
+    parents: dict[int, int | None] = field(default_factory=dict)  # ended spans' local parents
     agents: set[int] = field(default_factory=set)  # span ids known to be agent-like
-    genai_ids: set[int] = field(default_factory=set)  # GenAI spans in ``spans``
     runs: dict[int, _PendingRun] = field(default_factory=dict)  # ended runs waiting for descendants
     scored: set[int] = field(default_factory=set)  # runs handed to scoring: their late spans only pass
     had_run: bool = False  # an agent run of this trace was scored: leftover spans are not a run
@@ -169,6 +168,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self.settings = settings if settings is not None else load_settings(**overrides)
         # The hot path reads these on every span.
         self._max_spans = self.settings.max_spans_per_trace
+        # every span seen of a trace is remembered (with its parent) until the trace is done
+        self._max_parents = 4 * self._max_spans
         self._hold_timeout = self.settings.hold_timeout
         self._grace = self.settings.completion_grace
         self._hold_slack = min(_HOLD_SLACK_S, self._hold_timeout / 10)
@@ -207,6 +208,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         # taken by the worker after its get() would let force_flush see an empty queue and an
         # idle worker while the worker holds an item.
         self._outstanding = 0
+        self._outstanding_lock = threading.Lock()
         self._idle = threading.Condition(threading.Lock())
         self._stopping = False  # shutdown() has begun: a second call returns at once
         self._shutdown = False  # nothing more is held or scored; spans are only forwarded
@@ -240,24 +242,17 @@ class ToolScoreSpanProcessor(SpanProcessor):
         try:
             ctx = span.context
             trace_id = ctx.trace_id
-            if not self._quiet:
-                span_id = ctx.span_id
-                parent = span.parent
-                parent_id = parent.span_id if parent is not None and not parent.is_remote else None
-                # Most instrumentations name the operation when the span starts: an agent known
-                # now makes the runs inside it nested, not runs of their own.
-                agent = classify(span) == "agent"
             with self._lock:
                 if not self._shutdown:
                     buf = self._pending.get(trace_id)
                     if buf is None:
                         buf, evicted = self._new_buffer(trace_id, time.monotonic())
-                    buf.open += 1
                     if not self._quiet:
-                        buf.open_ids.add(span_id)
-                        buf.parents[span_id] = parent_id
-                        if agent:
-                            buf.agents.add(span_id)
+                        # The live span is kept while open: its parent, and whether it is an
+                        # agent, are read from it only when a walk up the tree needs them (not
+                        # here, on every span's start).
+                        span_id = ctx.span_id
+                        buf.open_ids[span_id] = span
                         if buf.runs:
                             # A child starting late under a run that has ended: the run waits for it
                             # too (within its grace).
@@ -283,7 +278,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         hold = False
-        ready: list[_Ready] = []
+        ready: list[_Ready] | None = None
         evicted: _TraceBuffer | None = None
         try:
             # Everything that needs no shared state is done before taking the lock.
@@ -301,7 +296,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                     if self._quiet:
                         hold, evicted = self._add_quiet(trace_id, buf, span, kind, held, now)
                     else:
-                        hold, evicted = self._add_live(trace_id, buf, span, kind, held, now, ready)
+                        hold, evicted, ready = self._add_live(trace_id, ctx.span_id, buf, span, kind, held, now)
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             # A span already held sits in its buffer with a deadline: the timer releases it.
             logger.debug("otel-toolscore on_end failed", exc_info=True)
@@ -309,8 +304,9 @@ class ToolScoreSpanProcessor(SpanProcessor):
             self._forward(span)
         if evicted is not None:
             self._evict(evicted, "max_spans_per_trace")
-        for r in ready:
-            self._submit(r)
+        if ready:
+            for r in ready:
+                self._submit(r)
 
     def _hold(self, buf: _TraceBuffer, held: _Held) -> None:
         # Under the lock.
@@ -331,23 +327,24 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._note_quiet(trace_id, buf, span, now)
         return held is not None, None
 
-    def _add_live(self, trace_id: int, buf: _TraceBuffer, span: ReadableSpan, kind: str | None,
-                  held: _Held | None, now: float, ready: list[_Ready]) -> tuple[bool, _TraceBuffer | None]:
+    def _add_live(self, trace_id: int, span_id: int, buf: _TraceBuffer, span: ReadableSpan, kind: str | None,
+                  held: _Held | None, now: float) -> tuple[bool, _TraceBuffer | None, list[_Ready] | None]:
         """Under the lock (open_spans mode): buffer an ending span and complete what it completes.
 
-        Returns (held, evicted buffer); completed runs are appended to ``ready``.
+        Returns (held, evicted buffer, runs completed or None). Every span of
+        the app goes through here: the common case (no run ended yet in the trace, not an agent
+        span, something still open) is kept to a few dict operations.
         """
-        span_id = span.context.span_id
-        was_open = span_id in buf.open_ids
-        if was_open:
-            buf.open_ids.discard(span_id)
-        if buf.open > 0:
-            buf.open -= 1
+        ready: list[_Ready] = []
+        was_open = buf.open_ids.pop(span_id, None) is not None
         parent = span.parent
         if parent is None or parent.is_remote:
             buf.root_ended = True
-        if span_id not in buf.parents:  # started before this processor saw it
-            buf.parents[span_id] = parent.span_id if parent is not None and not parent.is_remote else None
+            buf.parents[span_id] = None
+            is_root = True
+        else:
+            buf.parents[span_id] = parent.span_id
+            is_root = False
         if held is not None:
             buf.agents.add(span_id)
         owner = self._owner(buf, span_id) if (buf.runs or buf.scored) else None
@@ -355,14 +352,14 @@ class ToolScoreSpanProcessor(SpanProcessor):
             # Ends after its run was scored (the run's grace ran out): forwarded, counted, not
             # taken into another run.
             self.stats["late_spans"] += 1
-            self._finish_if_idle(trace_id, buf, ready)
-            return False, None
-        if len(buf.spans) >= self._max_spans or len(buf.parents) >= 4 * self._max_spans:
-            return False, self._pending.pop(trace_id)
+            if not buf.open_ids:
+                self._finish_if_idle(trace_id, buf, ready)
+            return False, None, ready
+        if len(buf.spans) >= self._max_spans or len(buf.parents) >= self._max_parents:
+            return False, self._pending.pop(trace_id), None
         buf.spans.append(span)
         if kind is not None:
             buf.genai = True
-            buf.genai_ids.add(span_id)
         if held is not None:
             self._hold(buf, held)
         if owner is not None:
@@ -371,18 +368,19 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 run.open -= 1
             if run.open <= 0:
                 ready.append(self._complete_run(trace_id, buf, owner))
-        elif held is not None and not self._has_agent_ancestor(buf, span_id):
+        elif held is not None and (is_root or not self._has_agent_ancestor(buf, span_id)):
             # An outermost run's agent span: complete once its own descendants have ended,
             # whatever else of the trace is still open; else at completion_grace.
-            still_open = sum(1 for o in buf.open_ids if self._is_under(buf, o, span_id))
+            still_open = sum(1 for o in buf.open_ids if self._is_under(buf, o, span_id)) if buf.open_ids else 0
             if still_open == 0:
                 ready.append(self._complete_run(trace_id, buf, span_id, pending=False))
             else:
                 deadline = now + self._grace
                 buf.runs[span_id] = _PendingRun(open=still_open, grace_deadline=deadline)
                 self._schedule(deadline, "grace", (trace_id, span_id))
-        self._finish_if_idle(trace_id, buf, ready)
-        return held is not None, None
+        if not buf.open_ids:
+            self._finish_if_idle(trace_id, buf, ready)
+        return held is not None, None, ready
 
     def _new_buffer(self, trace_id: int, now: float) -> tuple[_TraceBuffer, _TraceBuffer | None]:
         """Under the lock: a buffer for a new trace, evicting the oldest when at the cap."""
@@ -403,16 +401,26 @@ class ToolScoreSpanProcessor(SpanProcessor):
             buf.quiet_scheduled = True
             self._schedule(now + self.settings.decision_wait, "quiet", trace_id)
 
+    @staticmethod
+    def _parent_of(buf: _TraceBuffer, span_id: int) -> int | None:
+        """Under the lock: the local parent of a span of this buffer (ended: recorded; open: read
+        from the live span), None for a local root or a span this buffer does not know."""
+        parent = buf.parents.get(span_id, _UNKNOWN)
+        if parent is not _UNKNOWN:
+            return parent  # type: ignore[return-value]
+        live = buf.open_ids.get(span_id)
+        ctx = live.parent if live is not None else None
+        return ctx.span_id if ctx is not None and not ctx.is_remote else None
+
     def _parent_chain(self, buf: _TraceBuffer, span_id: int) -> Iterator[int]:
         """Under the lock: the span's ancestors known to this buffer, nearest first (bounded, so
         a parent cycle in a buggy trace cannot loop)."""
-        parents = buf.parents
-        cur = parents.get(span_id)
-        for _ in range(len(parents)):
+        cur = self._parent_of(buf, span_id)
+        for _ in range(len(buf.parents) + len(buf.open_ids)):
             if cur is None:
                 return
             yield cur
-            cur = parents.get(cur)
+            cur = self._parent_of(buf, cur)
 
     def _owner(self, buf: _TraceBuffer, span_id: int) -> int | None:
         """Under the lock: the ended run (pending or scored) this span belongs to, if any."""
@@ -422,7 +430,16 @@ class ToolScoreSpanProcessor(SpanProcessor):
         return None
 
     def _has_agent_ancestor(self, buf: _TraceBuffer, span_id: int) -> bool:
-        return any(a in buf.agents for a in self._parent_chain(buf, span_id))
+        """Under the lock: is an ancestor an agent span (ended, or open and agent-like now)?"""
+        agents, open_spans = buf.agents, buf.open_ids
+        for a in self._parent_chain(buf, span_id):
+            if a in agents:
+                return True
+            live = open_spans.get(a)
+            if live is not None and classify(live) == "agent":
+                agents.add(a)
+                return True
+        return False
 
     def _is_under(self, buf: _TraceBuffer, span_id: int, top: int) -> bool:
         return any(a == top for a in self._parent_chain(buf, span_id))
@@ -434,6 +451,13 @@ class ToolScoreSpanProcessor(SpanProcessor):
             del buf.runs[run_id]
         buf.scored.add(run_id)
         buf.had_run = True
+        if self._parent_of(buf, run_id) is None and not buf.open_ids and not buf.runs:
+            # The usual case, an agent span at the root of a trace with nothing else going on:
+            # everything buffered is this run's (as whole-trace scoring had it), no walk needed.
+            mine_all, held_all = buf.spans, buf.held
+            buf.spans, buf.held = [], []
+            buf.genai = False
+            return _Ready(trace_id, mine_all, held_all)
         memo: dict[int, bool] = {run_id: True}
 
         def inside(sid: int) -> bool:
@@ -457,7 +481,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         held_mine = [h for h in buf.held if memo.get(h.span_id)]
         if held_mine:
             buf.held = [h for h in buf.held if not memo.get(h.span_id)]
-        buf.genai_ids.difference_update(s.context.span_id for s in mine)
+        # What is left (the request around the runs, spans outside any run) is rarely GenAI.
+        buf.genai = any(classify(s) is not None for s in rest)
         return _Ready(trace_id, mine, held_mine)
 
     def _finish_if_idle(self, trace_id: int, buf: _TraceBuffer, ready: list[_Ready]) -> None:
@@ -473,7 +498,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     @staticmethod
     def _leftover(trace_id: int, buf: _TraceBuffer) -> _Ready | None:
-        if buf.held or (buf.genai_ids and not buf.had_run):
+        if buf.held or (buf.genai and not buf.had_run):
             return _Ready(trace_id, buf.spans, buf.held)
         return None
 
@@ -493,7 +518,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _submit(self, ready: _Ready) -> None:
         if not self._queue.full():
-            with self._idle:
+            with self._outstanding_lock:  # a plain lock: this is on the app's thread
                 self._outstanding += 1
             self._queue.put(ready)
             return
@@ -508,7 +533,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         with self._tally_lock:
             self._tally[reason] += 1
             # a run that will not be scored, as for a full queue
-            if buf.held or buf.runs or (buf.genai if self._quiet else buf.genai_ids):
+            if buf.held or buf.runs or buf.genai:
                 self._tally["dropped"] += 1
         self._release_all(buf.held)
 
@@ -749,8 +774,9 @@ class ToolScoreSpanProcessor(SpanProcessor):
         return ready
 
     def _done(self, n: int) -> None:
-        with self._idle:
+        with self._outstanding_lock:
             self._outstanding -= n
+        with self._idle:
             self._idle.notify_all()
 
     def _wait_idle(self, deadline: float) -> bool:
