@@ -5,7 +5,8 @@ retries inside its own timeout, then gives up). For a receiver that has answered
 sender that is a silent loss, so ``serve`` exports through ``RetryingExporter``: a failed batch
 is retried with backoff until it is delivered, holding the batch processor's worker meanwhile
 (what arrives queues behind it, bounded by ``serve``'s admission, which refuses new spans with
-a retryable 503/UNAVAILABLE while ``failing`` is set). Only when ``give_up()`` is called
+a retryable 503/UNAVAILABLE while ``failing``: an attempt failed, or has been running for
+longer than ``STALLED_AFTER_S``). Only when ``give_up()`` is called
 (shutdown past its deadline) are batches counted as undelivered instead of sent.
 """
 
@@ -24,6 +25,9 @@ logger = logging.getLogger(__name__)
 #: s; the first wait before retrying a failed batch, doubled after each failure up to the max
 RETRY_FIRST_S = 0.25
 RETRY_MAX_S = 5.0
+#: s; an export attempt still running after this long counts as failing: the SDK's OTLP exporter
+#: retries a 503 inside its own timeout (10 s), and new spans should be refused meanwhile
+STALLED_AFTER_S = 1.0
 
 
 class RetryingExporter(SpanExporter):
@@ -40,12 +44,17 @@ class RetryingExporter(SpanExporter):
         self._on_undelivered = on_undelivered
         self._give_up = threading.Event()
         self._failing_since: float | None = None
+        self._attempt_since: float | None = None
         self._delay = RETRY_FIRST_S
 
     @property
     def failing(self) -> bool:
-        """The latest attempt failed and no batch has been delivered since."""
-        return self._failing_since is not None
+        """The latest attempt failed and no batch has been delivered since, or the attempt in
+        progress has taken longer than ``STALLED_AFTER_S`` (a failing or stuck upstream)."""
+        if self._failing_since is not None:
+            return True
+        started = self._attempt_since
+        return started is not None and time.monotonic() - started > STALLED_AFTER_S
 
     def retry_after_s(self) -> int:
         """Whole seconds a refused sender should wait: the current backoff, at least 1."""
@@ -69,11 +78,14 @@ class RetryingExporter(SpanExporter):
             self._on_done(n)
 
     def _attempt(self, spans: Sequence[ReadableSpan]) -> bool:
+        self._attempt_since = time.monotonic()
         try:
             ok = self._inner.export(spans) == SpanExportResult.SUCCESS
         except Exception:  # noqa: BLE001 - an exporter bug is a failed attempt, retried like one
             logger.warning("otel-toolscore: exporting to the upstream raised", exc_info=True)
             ok = False
+        finally:
+            self._attempt_since = None
         if ok:
             if self._failing_since is not None:
                 logger.warning("otel-toolscore: upstream delivering again after %.1f s",

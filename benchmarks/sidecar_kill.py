@@ -1,0 +1,150 @@
+"""What an in-memory ``otel-toolscore serve`` loses on kill -9, and what it holds while the
+upstream fails.
+
+A real ``otel-toolscore serve`` process (the CLI, defaults: export every 5 s or 512 spans,
+``decision_wait`` 2 s) receives OTLP/HTTP from a client that sends 10-span GenAI agent runs
+(``workload.genai_run``) at ``--rate`` runs/s and, as the SDK's exporters do, retries a request
+refused with 503 after its Retry-After (capped at 1 s here). The upstream is an OTLP/HTTP
+receiver in this process that records the span ids it accepts, and answers 503 from
+``--fail-at`` seconds on (scenario "upstream failing") or never (scenario "healthy"). At
+``--kill-at`` seconds the sidecar gets SIGKILL. Figures per scenario: spans the client had
+answered 200, spans the upstream received, lost = accepted and never delivered, and spans
+refused with 503 (which the client still holds, so are not lost).
+
+    .venv/bin/python -m benchmarks.sidecar_kill [--rate 50] [--kill-at 8] [--fail-at 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from benchmarks.common import child_env, machine
+from benchmarks.workload import ROOT, genai_run, readable_run
+
+
+class _Upstream:
+    def __init__(self, fail_at: float | None) -> None:
+        self.t0 = time.monotonic()  # reset when the load starts
+        self.ids: set[tuple[int, int]] = set()
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path.endswith("/v1/traces") and fail_at is not None and time.monotonic() - outer.t0 >= fail_at:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if self.path.endswith("/v1/traces"):
+                    req = ExportTraceServiceRequest()
+                    req.ParseFromString(body)
+                    with outer.lock:
+                        for rs in req.resource_spans:
+                            for ss in rs.scope_spans:
+                                for s in ss.spans:
+                                    outer.ids.add((int.from_bytes(s.trace_id, "big"), int.from_bytes(s.span_id, "big")))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scenario(rate: float, kill_at: float, fail_at: float | None) -> dict[str, Any]:
+    upstream = _Upstream(fail_at)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_toolscore.cli", "serve", "--upstream", upstream.url, "--http-port", str(port),
+         "--no-grpc", "--no-forward-signals"],
+        cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while True:  # wait for the port
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.05)
+    t0 = upstream.t0 = time.monotonic()  # the failure clock starts with the load
+    accepted: set[tuple[int, int]] = set()
+    refused = 0
+    i = 0
+    pending: tuple[bytes, list[tuple[int, int]]] | None = None
+    retry_at = 0.0
+    while time.monotonic() - t0 < kill_at:
+        now = time.monotonic()
+        if pending is None and now - t0 >= i / rate:
+            spans = readable_run(genai_run(10, seed=i), trace_id=0xC0FFEE0000 + i)
+            pending = (encode_spans(spans).SerializeToString(),
+                       [(s.context.trace_id, s.context.span_id) for s in spans])
+            i += 1
+        if pending is None or now < retry_at:
+            time.sleep(0.002)
+            continue
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("POST", "/v1/traces", body=pending[0], headers={"Content-Type": "application/x-protobuf"})
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status == 200:
+                accepted.update(pending[1])
+                pending = None
+            else:
+                refused += len(pending[1])
+                retry_at = now + min(float(resp.getheader("Retry-After") or 1), 1.0)
+        finally:
+            conn.close()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)
+    with upstream.lock:
+        delivered = set(upstream.ids)
+    upstream.server.shutdown()
+    lost = accepted - delivered
+    return {"scenario": "healthy" if fail_at is None else f"upstream 503 from {fail_at:g} s",
+            "runs_sent": i, "spans_accepted": len(accepted), "spans_delivered": len(accepted & delivered),
+            "spans_lost": len(lost), "lost_share_of_accepted": round(len(lost) / max(1, len(accepted)), 3),
+            "spans_refused_503": refused, "kill_at_s": kill_at}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rate", type=float, default=50.0, help="agent runs (10 spans) per second")
+    ap.add_argument("--kill-at", type=float, default=8.0)
+    ap.add_argument("--fail-at", type=float, default=3.0)
+    args = ap.parse_args(argv)
+    out = {"machine": machine(), "rate_runs_per_s": args.rate,
+           "results": [scenario(args.rate, args.kill_at, None), scenario(args.rate, args.kill_at, args.fail_at)]}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
