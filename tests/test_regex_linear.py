@@ -8,6 +8,7 @@ machine; speed targets live in benchmarks/.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import pkgutil
 import re
@@ -68,11 +69,29 @@ def test_every_pattern_is_linear_on_adversarial_input(name: str) -> None:
     own = sorted({c for c in pattern.pattern if c.isprintable()})
     for shape in SHAPES + own:
         text = shape * (N // len(shape))
-        t0 = time.perf_counter()
-        pattern.findall(text)
-        pattern.search(text + "\x00")  # a failing search from every position
-        took = time.perf_counter() - t0
+        took = _best_of_3(pattern, text)
         assert took < BOUND_S, f"{name} {pattern.pattern!r} took {took:.2f} s on {shape!r} * {N // len(shape)}"
+
+
+def _best_of_3(pattern: re.Pattern[str], text: str) -> float:
+    """The fastest of three scans, the cyclic GC off: a full collection of the test process's
+    objects or a busy CI neighbour can pause one scan for longer than a linear pattern takes, but
+    a quadratic pattern is slow every time."""
+    best = float("inf")
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(3):
+            t0 = time.perf_counter()
+            pattern.findall(text)
+            pattern.search(text + "\x00")  # a failing search from every position
+            best = min(best, time.perf_counter() - t0)
+            if best < BOUND_S / 10:
+                break
+    finally:
+        if enabled:
+            gc.enable()
+    return best
 
 
 def test_redaction_is_unchanged_where_the_value_fits() -> None:
