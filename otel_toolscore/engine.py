@@ -120,14 +120,15 @@ class Engine:
                 traj.expectations.update(exp)
                 return
 
-    def emit(self, result: RunResult, agent_span: ReadableSpan | None) -> ReadableSpan | None:
-        """Events and metrics now; the evaluation span is returned for the caller to forward."""
+    def emit(self, result: RunResult, agent_span: ReadableSpan | None) -> list[ReadableSpan]:
+        """Events and metrics now; the evaluation spans (one per score) are returned for the
+        caller to forward."""
         traj, scores = result.trajectory, result.scores
         self.emitter.emit_events(traj, scores)
         self.emitter.record_metrics(traj, scores)
         if agent_span is None or not scores:
-            return None
-        return self.emitter.evaluation_span(traj, scores, agent_span)
+            return []
+        return self.emitter.evaluation_spans(traj, scores, agent_span)
 
     def count_dropped(self, names: Sequence[str] | None = None, n: int = 1) -> None:
         for name in names if names is not None else self.scorer_names:
@@ -153,8 +154,7 @@ class Engine:
     async def _judge_run(self, traj: Trajectory, scorers: list[Scorer], run_span: ReadableSpan | None,
                          forward: Forward) -> None:
         scores = list(await asyncio.gather(*(_ascore(s, traj) for s in scorers)))
-        evaluation = self.emit(RunResult(traj, scores), run_span)
-        if evaluation is not None:
+        for evaluation in self.emit(RunResult(traj, scores), run_span):
             forward(evaluation)
 
     def wait_judges(self, timeout_s: float) -> bool:
