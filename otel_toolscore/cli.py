@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from enum import Enum
@@ -11,10 +12,20 @@ from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.otlp import OtlpDecodeError, load_otlp
-from otel_toolscore.report import ScoredRun, ScoreProgress, json_lines, junit, summary_line, table
+from otel_toolscore.report import (
+    ScoredRun,
+    ScoreProgress,
+    gate_failures,
+    gate_lines,
+    json_lines,
+    junit,
+    summary_line,
+    table,
+)
 from otel_toolscore.scorers.base import CODE_SCORERS, Score, Scorer, ScorerConfigError, build_scorers, run_scorers
 from otel_toolscore.trajectory import Trajectory
 
@@ -25,6 +36,11 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Score AI-agent tool use from the OpenTelemetry spans your app already emits.",
+    # click's plain help: rich's boxes cut option names and help text at 80 columns in CI logs
+    # and pipes; plain text wraps and never loses a word
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
+    pretty_exceptions_enable=False,
 )
 
 
@@ -34,8 +50,21 @@ class Format(str, Enum):
     junit = "junit"
 
 
+#: width of the table when the output is not a terminal (a CI log, a pipe) and COLUMNS is unset:
+#: rich's 80 would fold every cell into slivers where nothing limits the width
+_PIPE_WIDTH = 200
+
+
+def _console(stderr: bool = False) -> Console:
+    console = Console(stderr=stderr)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, width=_PIPE_WIDTH)
+    return console
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
-    Console(stderr=True).print(f"[red]otel-toolscore:[/] {message}", highlight=False)
+    # soft_wrap: an error message is one line in a CI log, whatever the width (grep finds it)
+    _console(stderr=True).print(f"[red]otel-toolscore:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -212,9 +241,9 @@ def score(
             for traj in trajectories:
                 runs.append(ScoredRun(source=path, trajectory=traj, scores=[]))
             if not trajectories:
-                Console(stderr=True).print(
-                    f"otel-toolscore: {path}: {len(batch.spans)} spans, no agent run found "
-                    "(no agent, LLM or tool spans)", highlight=False,
+                _console(stderr=True).print(
+                    f"otel-toolscore: {escape(path)}: {len(batch.spans)} spans, no agent run found "
+                    "(no agent, LLM or tool spans)", highlight=False, soft_wrap=True,
                 )
             progress.advance()
         progress.stage("scoring", len(runs) * len(scorers))
@@ -226,10 +255,10 @@ def score(
     elif fmt is Format.junit:
         junit(runs, sys.stdout, fail_under)
     else:
-        table(runs, Console(), problems=problems)
-    if fmt is not Format.table:  # the table prints its own; beside JSON/XML on stdout, a line for CI logs
-        sys.stderr.write(summary_line(runs, problems, fail_under) + "\n")
-    if fail_under is not None and any(s.value is not None and s.value < fail_under for r in runs for s in r.scores):
+        table(runs, _console(), problems=problems, fail_under=fail_under)
+    if fmt is not Format.table:  # the table prints its own; beside JSON/XML on stdout, lines for CI logs
+        sys.stderr.write("\n".join([summary_line(runs, problems, fail_under), *gate_lines(runs, fail_under)]) + "\n")
+    if gate_failures(runs, fail_under):
         raise typer.Exit(1)
 
 

@@ -710,7 +710,7 @@ def _summary(console: Console, scenarios: list[dict], runs: _Runs) -> int:
             scored += 1
         tools = ", ".join(c.name or "?" for c in trajectory.tool_calls) if trajectory else "(not scored)"
         by_name = {s.name: s for s in scores}
-        table.add_row(scenario["name"], tools or "—", *(_cell(by_name.get(n)) for n in names))
+        table.add_row(scenario["name"], tools or "—", *(_cell(by_name.get(n), None) for n in names))
         found = [f"{_SHORT.get(s.name, s.name)}: {text}" for s in scores for text in _issues(s)]
         notes.append(f"[bold]{scenario['name']}[/] [dim]({escape(scenario['what'])})[/]")
         # explanations hold lists like "[search_web]", which are not markup
