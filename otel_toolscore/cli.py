@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from otel_toolscore.assemble import build_trajectories
+from otel_toolscore.extras import MissingExtraError
 from otel_toolscore.otlp import OtlpDecodeError, load_otlp
 from otel_toolscore.report import (
     ScoredRun,
@@ -218,7 +219,7 @@ def score(
             _judge_options(scorer or [], judge_model, judge_api_base, judge_api_key, instructions_file, context_file)
         )
         scorers = build_scorers(scorer or None, options, schemas=_load_schemas(tool_schemas))
-    except (ScorerConfigError, TypeError, ValueError) as exc:
+    except (ScorerConfigError, MissingExtraError, TypeError, ValueError) as exc:
         _fail(str(exc))
     runs: list[ScoredRun] = []
     unattached_problems = 0  # input problems of files that produced no run
@@ -262,8 +263,19 @@ def score(
         raise typer.Exit(1)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from otel_toolscore import __version__
+
+        print(f"otel-toolscore {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[Optional[bool], typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = None,
+) -> None:
     """otel-toolscore."""
 
 
@@ -318,7 +330,7 @@ def serve(
             max_queued_spans=max_queued_spans, auth_token=auth_token, forward_signals=forward_signals,
             scorers=scorer or None, config_file=config, decision_wait=decision_wait, hold_timeout=hold_timeout,
         )
-    except ConfigError as exc:
+    except (ConfigError, MissingExtraError) as exc:
         _fail(str(exc))
 
     def started(addresses: ServerAddresses) -> None:

@@ -36,6 +36,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from otel_toolscore.extras import check, require
 from otel_toolscore.scorers.base import Score, Scorer, ScorerConfigError, ScorerKind, ScoringError
 from otel_toolscore.scorers.redaction import ContentBudget, DataBlocks, Redactor, make_redactor
 from otel_toolscore.trajectory import Trajectory
@@ -319,7 +320,7 @@ def _import_litellm() -> Any:
     # processor must not make surprise network calls (or wait on them offline). Users who want
     # the live map can set the variable to False themselves.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    litellm = require("litellm", "judge", "LLM-judged scorers")
 
     # litellm prints "Give Feedback / Get Help" banners to stdout on errors; they would corrupt
     # the CLI's JSON output. It only silences those banners.
@@ -338,6 +339,9 @@ class JudgeClient:
     """Asks a judge model one structured question at a time (see ``ask``)."""
 
     def __init__(self, settings: JudgeSettings, *, on_judge: OnJudge | None = None) -> None:
+        # Configuring a judge without litellm fails here, naming the extra, rather than as an
+        # error evaluation on every run later.
+        check("litellm", "judge", "LLM-judged scorers")
         self.settings = settings
         #: called after every HTTP attempt with (duration_s, cost_usd or None, model), on the
         #: judge loop's thread; the engine sets it to ``Emitter.record_judge``
