@@ -112,9 +112,12 @@ def _judge_options(
     api_key: str | None,
     instructions_file: Path | None,
     context_file: Path | None,
+    configured: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Options of the LLM scorers among ``names``: one shared judge client (one concurrency
-    limit and one cache for all of them), plus instructions and context from files."""
+    limit and one cache for all of them), plus instructions and context from files. A scorer
+    whose ``configured`` options (the settings file) already name a judge model keeps them."""
+    configured = configured or {}
     llm = [n for n in names if n in LLM_SCORER_NAMES]
     if instructions_file is not None and "prompt_alignment" not in llm:
         _fail("--instructions-file is used by --scorer prompt_alignment only")
@@ -122,14 +125,23 @@ def _judge_options(
         _fail("--context-file is used by --scorer context_position only")
     if not llm:
         return {}
-    if not model:
-        _fail(f"{', '.join(llm)} need a judge: give --judge-model (a litellm model string)")
-    from pydantic import SecretStr
+    options: dict[str, dict[str, Any]]
+    if model:
+        from pydantic import SecretStr
 
-    from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings
+        from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings
 
-    judge = JudgeClient(JudgeSettings(model=model, api_base=api_base, api_key=SecretStr(api_key) if api_key else None))
-    options: dict[str, dict[str, Any]] = {name: {"judge": judge} for name in llm}
+        judge = JudgeClient(JudgeSettings(model=model, api_base=api_base,
+                                          api_key=SecretStr(api_key) if api_key else None))
+        # --judge-model replaces the file's judge (its model, base and key), keeps the rest
+        judge_keys = {"model", "api_base", "api_key", "judge"}
+        options = {name: {**{k: v for k, v in configured.get(name, {}).items() if k not in judge_keys},
+                          "judge": judge} for name in llm}
+    else:
+        unjudged = [n for n in llm if not configured.get(n, {}).get("model") and not configured.get(n, {}).get("judge")]
+        if unjudged:
+            _fail(f"{', '.join(unjudged)} need a judge: give --judge-model (a litellm model string)")
+        options = {name: dict(configured[name]) for name in llm}
     if instructions_file is not None:
         options["prompt_alignment"]["instructions"] = _read_lines(instructions_file, "instructions")
     if context_file is not None:
@@ -210,15 +222,32 @@ def score(
     context_file: Annotated[
         Optional[Path], typer.Option(help="context_position: context items, one per line or a JSON list (default: the run's retrieved documents).")
     ] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        help="YAML settings file, the one the app and the sidecar read (default: $OTEL_TOOLSCORE_CONFIG): its "
+        "scorers, scorer_options, tool_schemas, allow_unknown_tools and rules apply; options given here win. "
+        "OTEL_TOOLSCORE_* variables apply too.")] = None,
 ) -> None:
     """Rebuild every agent run in the given traces and score it."""
+    from otel_toolscore.config import ConfigError, load_settings
+    from otel_toolscore.engine import apply_rules
+
+    try:
+        # The app's and the sidecar's own settings, so that a CI replay scores as production does.
+        settings = load_settings(config)
+    except ConfigError as exc:
+        _fail(str(exc))
     accuracy = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
-    options: dict[str, dict[str, Any]] = {"tool_call_accuracy": accuracy}
+    options: dict[str, dict[str, Any]] = {name: dict(opts) for name, opts in settings.scorer_options.items()}
+    options.setdefault("tool_call_accuracy", {}).update({k: v for k, v in accuracy.items() if v is not None})
+    names = scorer or settings.scorers
     try:
         options.update(
-            _judge_options(scorer or [], judge_model, judge_api_base, judge_api_key, instructions_file, context_file)
+            _judge_options(names or [], judge_model, judge_api_base, judge_api_key, instructions_file, context_file,
+                           options)
         )
-        scorers = build_scorers(scorer or None, options, schemas=_load_schemas(tool_schemas))
+        schemas = _load_schemas(tool_schemas) if tool_schemas is not None else settings.tool_schemas
+        scorers = build_scorers(names or None, options, schemas=schemas,
+                                allow_unknown_tools=settings.allow_unknown_tools)
     except (ScorerConfigError, MissingExtraError, TypeError, ValueError) as exc:
         _fail(str(exc))
     runs: list[ScoredRun] = []
@@ -240,6 +269,7 @@ def score(
             else:
                 unattached_problems += len(batch.problems)
             for traj in trajectories:
+                apply_rules(traj, settings.rules)
                 runs.append(ScoredRun(source=path, trajectory=traj, scores=[]))
             if not trajectories:
                 _console(stderr=True).print(
@@ -305,7 +335,9 @@ def serve(
     decision_wait: Annotated[Optional[float], typer.Option(
         help="Seconds a trace must be quiet after its root arrived before it is scored.")] = None,
     hold_timeout: Annotated[Optional[float], typer.Option(
-        help="Longest hold of an agent span, seconds (default: decision wait + 5).")] = None,
+        help="Longest hold of an agent span, seconds; must exceed the decision wait (default: decision wait + 5; "
+        "a hold_timeout from the settings file or environment, the app's bound, counts from the end of the "
+        "decision wait).")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "warning",
 ) -> None:
     """Receive OTLP from agents in any language, score their runs, forward everything upstream."""

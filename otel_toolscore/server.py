@@ -704,6 +704,11 @@ class ToolScoreServer:
         resolved = load_settings(config_file, **overrides)
         if "hold_timeout" not in resolved.model_fields_set:
             resolved = resolved.model_copy(update={"hold_timeout": resolved.decision_wait + HOLD_MARGIN_S})
+        elif overrides.get("hold_timeout") is None and resolved.hold_timeout <= resolved.decision_wait:
+            # From the file or the environment the app shares (README: hold_timeout 2.0): there it
+            # bounds the hold after the run ended; here the run ends when its trace has been quiet
+            # for decision_wait, so the same bound counts from then. One file serves both.
+            resolved = resolved.model_copy(update={"hold_timeout": resolved.decision_wait + resolved.hold_timeout})
         elif resolved.hold_timeout <= resolved.decision_wait:
             raise ConfigError(
                 f"hold_timeout ({resolved.hold_timeout:g}s) must exceed decision_wait "
