@@ -344,17 +344,12 @@ def serve(
     import logging
 
     from otel_toolscore.config import ConfigError
-    from otel_toolscore.server import ServerAddresses, ToolScoreServer
+    from otel_toolscore.server import ServerAddresses, ToolScoreServer, parse_header_items
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    headers: dict[str, str] = {}
-    for item in upstream_header or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            _fail(f"--upstream-header must be KEY=VALUE, not {item!r}")
-        headers[key.strip()] = value.strip()
     try:
+        headers = parse_header_items(upstream_header or [])
         server = ToolScoreServer(
             upstream, upstream_protocol=upstream_protocol, upstream_headers=headers or None, host=host,
             grpc_port=grpc_port if grpc else None, http_port=http_port if http else None,
@@ -375,7 +370,7 @@ def serve(
 
     try:
         server.serve_forever(on_started=started)
-    except OSError as exc:
+    except (OSError, MissingExtraError) as exc:
         _fail(str(exc))
     print(f"otel-toolscore serve: stopped ({server.stats['spans']} spans received)", flush=True)
 
