@@ -174,7 +174,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._tally: Counter[str] = Counter()
         self._seq = itertools.count()
         self._queue = _ReadyQueue(self.settings.queue_size)
-        self._busy = 0  # ready items taken by the worker and not yet done
+        # ready items submitted and not yet done; counted at submit, not when the worker takes
+        # them: between the worker's get() and its count, force_flush saw an empty queue and
+        # nothing busy, and returned before the run was scored (seen on Python 3.13)
+        self._busy = 0
         self._idle = threading.Condition(threading.Lock())
         self._stopping = False  # shutdown() has begun: a second call returns at once
         self._shutdown = False  # nothing more is held or scored; spans are only forwarded
@@ -331,6 +334,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _submit(self, ready: _Ready) -> None:
         if not self._queue.full():
+            with self._idle:
+                self._busy += 1
             self._queue.put(ready)
             return
         self.stats["dropped_queue_full"] += 1
@@ -486,8 +491,6 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 return
             if not busy_since:
                 busy_since = time.perf_counter()
-            with self._idle:
-                self._busy += 1
             try:
                 if self._shutdown:
                     # Queued when shutdown came: what it held has left unscored already.
@@ -573,7 +576,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         if threading.current_thread() is self._worker:
             return False  # called from a scorer: the worker cannot wait for itself
         with self._idle:
-            while self._busy or not self._queue.empty():
+            while self._busy:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -647,6 +650,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 self.stats["dropped_shutdown"] += 1
                 self._engine.count_dropped()
                 self._release_all(item.held)
+                with self._idle:
+                    self._busy -= 1
         self._flush_tally()
         self._queue.put(None)
         current = threading.current_thread()
