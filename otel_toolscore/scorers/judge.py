@@ -320,7 +320,7 @@ def _import_litellm() -> Any:
     # processor must not make surprise network calls (or wait on them offline). Users who want
     # the live map can set the variable to False themselves.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    litellm = require("litellm", "judge", "LLM-judged scorers")
+    litellm = require("litellm", "judge", "an LLM-judged scorer")
 
     # litellm prints "Give Feedback / Get Help" banners to stdout on errors; they would corrupt
     # the CLI's JSON output. It only silences those banners.
@@ -341,7 +341,7 @@ class JudgeClient:
     def __init__(self, settings: JudgeSettings, *, on_judge: OnJudge | None = None) -> None:
         # Configuring a judge without litellm fails here, naming the extra, rather than as an
         # error evaluation on every run later.
-        check("litellm", "judge", "LLM-judged scorers")
+        check("litellm", "judge", "an LLM-judged scorer")
         self.settings = settings
         #: called after every HTTP attempt with (duration_s, cost_usd or None, model), on the
         #: judge loop's thread; the engine sets it to ``Emitter.record_judge``
