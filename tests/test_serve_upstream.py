@@ -41,15 +41,19 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed: cannot make the test certificates")
     d = tmp_path_factory.mktemp("pki")
+    # The extensions a real private CA sets: Python 3.13 verifies strictly (VERIFY_X509_STRICT)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=toolscore test CA",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
              "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    leaf = "basicConstraints=critical,CA:FALSE\nauthorityKeyIdentifier=keyid,issuer\nsubjectKeyIdentifier=hash\n"
+    (d / "server.ext").write_text(leaf + "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                                  "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n")
+    (d / "client.ext").write_text(leaf + "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n")
     for name, cn in (("server", "127.0.0.1"), ("client", "toolscore sidecar")):
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{name}.key",
                  "-out", f"{name}.csr", cwd=d)
-        extra = ["-extfile", "san.ext"] if name == "server" else []
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-days", "2", "-out", f"{name}.pem", *extra, cwd=d)
+                 "-days", "2", "-out", f"{name}.pem", "-extfile", f"{name}.ext", cwd=d)
     return {p.stem + p.suffix: p for p in d.iterdir()}
 
 
