@@ -57,3 +57,25 @@ def test_missing_extra_errors_name_the_extra() -> None:
         check("grpc_not_installed_here.sub", "grpc", "OTLP over gRPC")
     assert require("json", "core", "json").dumps(1) == "1"
     check("opentelemetry.sdk", "core", "the SDK")  # installed: no error
+
+
+def test_the_readme_tells_users_what_they_can_install_and_use() -> None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the test extra installs tomli
+        import tomli as tomllib
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    table = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    for extra in extras:
+        if extra != "phoenix":  # its own venv, described with the backends
+            assert f"| `{extra}` |" in table, extra
+    assert "openai 3" in table and "downgrades" in table  # what the judge extra does to an app
+    for name in ("def test_weather_agent(toolscore):", "replay_file(", "replay(spans, processor)",
+                 "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "Jaeger", "Tempo", "--fail-under"):
+        assert name in readme, name
+    # the first two commands: set-up with the demo, then the tests
+    first = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert ".[test,examples]'" in first and "otel-toolscore demo" in first and "./scripts/test" in first
+    assert {"cli", "serve", "grpc", "judge"} <= set(re.findall(r"otel-toolscore\[([a-z,]+)\]", " ".join(extras["test"]))[0].split(","))
