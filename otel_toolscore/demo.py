@@ -579,7 +579,8 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> int:
     try:
         return _run(options, console)
     except DemoError as exc:
-        Console(stderr=True).print(f"[red]otel-toolscore demo:[/] {escape(str(exc))}", highlight=False)
+        # soft_wrap: one line in a CI log, not cut at the console's width
+        Console(stderr=True).print(f"[red]otel-toolscore demo:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
 
 
