@@ -5,8 +5,8 @@
     OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:6006 python examples/openinference_agent.py
 
 Arize Phoenix reads OpenInference natively: pointed at a Phoenix, each run shows up as an
-AGENT span carrying ``toolscore.*`` attributes, with an EVALUATOR span ``evaluation toolscore``
-in the same trace. The model is the scripted server of this directory on 127.0.0.1.
+AGENT span carrying ``toolscore.*`` attributes, with an EVALUATOR span ``evaluation {scorer}``
+per score in the same trace. The model is the scripted server of this directory on 127.0.0.1.
 """
 
 from __future__ import annotations

@@ -160,7 +160,8 @@ def _find_runs(tree: _Tree) -> list[_Run]:
                     pass_wrappers = [f, *wrappers]
                 else:
                     chain = [f, *wrappers]
-                    name = next((x.agent_name for x in chain if x.agent_name), None)
+                    name = next((x.agent_name for x in chain if x.agent_name), None) or next(
+                        (x.agent_name_fallback for x in chain if x.agent_name_fallback), None)
                     if enclosing is not None and name is not None and name == enclosing.name:
                         pass  # the same agent seen again inside its own run: one run
                     else:
@@ -226,6 +227,7 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
         trace_id=trace_id,
         span_id=run.span.span_id,
         agent_name=run.name,
+        service_name=_first(f.service_name for f in chain),
         nested=run.parent is not None,
         parent_run_span_id=run.parent.span.span_id if run.parent else None,
         input=_first(f.run_input for f in chain) or _llm_input(first_llm),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -16,41 +16,16 @@ from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from otel_toolscore import otel_env
 from otel_toolscore.config import load_settings
 from otel_toolscore.emit import _is_unset
 from otel_toolscore.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers.base import Scorer
 
-_GRPC = "grpc"
 _log = logging.getLogger(__name__)
-
-
-def _protocol(signal: str) -> str:
-    """OTLP protocol per the standard variables; the spec's default is http/protobuf."""
-    return (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-            or "http/protobuf").strip().lower()
-
-
-def _exporters(spans: bool) -> tuple[Any, Any, Any]:
-    """Span (when asked), metric and log exporters from the standard OTEL_EXPORTER_OTLP_* variables."""
-    if not spans:
-        OTLPSpanExporter = None  # noqa: N806
-    elif _protocol("TRACES") == _GRPC:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    if _protocol("METRICS") == _GRPC:
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-    else:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    if _protocol("LOGS") == _GRPC:
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-    else:
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-    return (OTLPSpanExporter() if OTLPSpanExporter is not None else None), OTLPMetricExporter(), OTLPLogExporter()
 
 
 class InstallError(RuntimeError):
@@ -107,7 +82,7 @@ def _existing_tracer_provider() -> TracerProvider | None:
     )
 
 
-def _attach(provider: TracerProvider, make: Any, own_exporter: SpanExporter | None) -> ToolScoreSpanProcessor:
+def _attach(provider: TracerProvider, make: Callable[[SpanProcessor], ToolScoreSpanProcessor], own_exporter: SpanExporter | None) -> ToolScoreSpanProcessor:
     """Put one ToolScoreSpanProcessor in front of the processors the provider already has.
 
     The SDK keeps them in a tuple on its multi-processor; it is replaced under that object's
@@ -127,9 +102,10 @@ def _attach(provider: TracerProvider, make: Any, own_exporter: SpanExporter | No
                 _log.warning("otel-toolscore: install() called again; scoring is already installed")
                 return p
         if own_exporter is not None or not existing:
-            # Nothing exports yet (or the app asked for an exporter of its own): add one.
-            existing.append(BatchSpanProcessor(own_exporter if own_exporter is not None else make()))
-        processor: ToolScoreSpanProcessor = make.processor(existing[0] if len(existing) == 1 else _FanOut(existing))
+            # Nothing exports yet (or the app asked for an exporter of its own): add what
+            # OTEL_TRACES_EXPORTER names, or the given exporter.
+            existing.append(_span_downstream(own_exporter))
+        processor: ToolScoreSpanProcessor = make(existing[0] if len(existing) == 1 else _FanOut(existing))
         active._span_processors = (processor,)
     return processor
 
@@ -137,6 +113,19 @@ def _attach(provider: TracerProvider, make: Any, own_exporter: SpanExporter | No
 def _global_or_none(getter: Any) -> Any:
     provider = getter()
     return None if _is_unset(provider) else provider
+
+
+def _span_downstream(span_exporter: SpanExporter | None) -> SpanProcessor:
+    """What the scoring processor forwards to: the given exporter, else what
+    OTEL_TRACES_EXPORTER names (otlp, console, several, or none: spans are scored, not exported)."""
+    made = [span_exporter] if span_exporter is not None else otel_env.exporters("traces")
+    processors = [BatchSpanProcessor(exporter) for exporter in made]
+    if len(processors) == 1:
+        return processors[0]
+    multi = SynchronousMultiSpanProcessor()  # none: a processor that drops, with no thread
+    for processor in processors:
+        multi.add_span_processor(processor)
+    return multi
 
 
 def install(
@@ -149,7 +138,7 @@ def install(
     config_file: str | os.PathLike[str] | None = None,
     set_global: bool = True,
     **settings: Any,
-) -> ToolScoreSpanProcessor:
+) -> ToolScoreSpanProcessor | None:
     """Add scoring to the app's OpenTelemetry set-up, building what it lacks.
 
     Tracer provider: ``tracer_provider``, else the global one. An SDK TracerProvider that
@@ -165,8 +154,17 @@ def install(
 
     Settings come from keyword arguments, ``OTEL_TOOLSCORE_*`` variables, and the YAML file
     named by ``config_file`` or ``OTEL_TOOLSCORE_CONFIG``, in that order of precedence.
+
+    The SDK's variables mean what they mean to the SDK (``otel_env``): with
+    ``OTEL_SDK_DISABLED=true`` nothing is installed and None is returned;
+    ``OTEL_{TRACES,METRICS,LOGS}_EXPORTER`` pick ``otlp``, ``console`` or ``none`` per signal;
+    a protocol other than ``grpc`` or ``http/protobuf`` is a ``ConfigError``.
     """
     resolved = load_settings(config_file, **settings)
+    if otel_env.sdk_disabled():
+        # The SDK's own switch: no providers, no processor, no thread; the app runs untouched.
+        return None
+    otel_env.check()  # a mistyped exporter or protocol fails here, whole, naming the variable
     if tracer_provider is None:
         tracer_provider = _existing_tracer_provider()
     if meter_provider is None:
@@ -174,18 +172,24 @@ def install(
     if logger_provider is None:
         logger_provider = _global_or_none(get_logger_provider)
     resource = tracer_provider.resource if tracer_provider is not None else Resource.create()
-    need_metrics = meter_provider is None and resolved.metrics
-    need_logs = logger_provider is None and resolved.events
-    if need_metrics or need_logs:
-        _, default_metrics, default_logs = _exporters(spans=False)
-    if need_metrics:
-        meter_provider = MeterProvider(resource=resource,
-                                       metric_readers=[PeriodicExportingMetricReader(default_metrics)])
+    metric_exporters = otel_env.exporters("metrics") if meter_provider is None and resolved.metrics else []
+    log_exporters = otel_env.exporters("logs") if logger_provider is None and resolved.events else []
+    # OTEL_{METRICS,LOGS}_EXPORTER=none with no provider of the app's: that output is off on
+    # purpose, not lost (no provider, no reader thread, no "go nowhere" warning).
+    off = {name: False for name, exporters, provider in (("metrics", metric_exporters, meter_provider),
+                                                        ("events", log_exporters, logger_provider))
+           if getattr(resolved, name) and provider is None and not exporters}
+    if off:
+        resolved = resolved.model_copy(update=off)
+    if metric_exporters:
+        meter_provider = MeterProvider(resource=resource, metric_readers=[
+            PeriodicExportingMetricReader(exporter) for exporter in metric_exporters])
         if set_global:
             metrics.set_meter_provider(meter_provider)
-    if need_logs:
+    if log_exporters:
         logger_provider = LoggerProvider(resource=resource)
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(default_logs))
+        for exporter in log_exporters:
+            logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
         if set_global:
             set_logger_provider(logger_provider)
     if tracer_provider is None:
@@ -193,15 +197,8 @@ def install(
         if set_global:
             trace.set_tracer_provider(tracer_provider)
 
-    class _Make:
-        """Builds the default span exporter only when one is needed, and the processor."""
+    def make(downstream: SpanProcessor) -> ToolScoreSpanProcessor:
+        return ToolScoreSpanProcessor(downstream, scorers, settings=resolved,
+                                      meter_provider=meter_provider, logger_provider=logger_provider)
 
-        def __call__(self) -> SpanExporter:
-            return _exporters(spans=True)[0]
-
-        @staticmethod
-        def processor(downstream: SpanProcessor) -> ToolScoreSpanProcessor:
-            return ToolScoreSpanProcessor(downstream, scorers, settings=resolved,
-                                          meter_provider=meter_provider, logger_provider=logger_provider)
-
-    return _attach(tracer_provider, _Make(), span_exporter)
+    return _attach(tracer_provider, make, span_exporter)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from enum import Enum
@@ -11,11 +12,22 @@ from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from otel_toolscore.assemble import build_trajectories
+from otel_toolscore.extras import MissingExtraError
 from otel_toolscore.otlp import OtlpDecodeError, load_otlp
+from otel_toolscore.report import (
+    ScoredRun,
+    ScoreProgress,
+    gate_failures,
+    gate_lines,
+    json_lines,
+    junit,
+    summary_line,
+    table,
+)
 from otel_toolscore.semconv import TOOLSCORE_SCORED
-from otel_toolscore.report import ScoredRun, ScoreProgress, json_lines, junit, summary_line, table
 from otel_toolscore.scorers.base import CODE_SCORERS, Score, Scorer, ScorerConfigError, build_scorers, run_scorers
 from otel_toolscore.trajectory import Trajectory
 
@@ -26,6 +38,11 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Score AI-agent tool use from the OpenTelemetry spans your app already emits.",
+    # click's plain help: rich's boxes cut option names and help text at 80 columns in CI logs
+    # and pipes; plain text wraps and never loses a word
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
+    pretty_exceptions_enable=False,
 )
 
 
@@ -35,8 +52,21 @@ class Format(str, Enum):
     junit = "junit"
 
 
+#: width of the table when the output is not a terminal (a CI log, a pipe) and COLUMNS is unset:
+#: rich's 80 would fold every cell into slivers where nothing limits the width
+_PIPE_WIDTH = 200
+
+
+def _console(stderr: bool = False) -> Console:
+    console = Console(stderr=stderr)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, width=_PIPE_WIDTH)
+    return console
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
-    Console(stderr=True).print(f"[red]otel-toolscore:[/] {message}", highlight=False)
+    # soft_wrap: an error message is one line in a CI log, whatever the width (grep finds it)
+    _console(stderr=True).print(f"[red]otel-toolscore:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -83,9 +113,12 @@ def _judge_options(
     api_key: str | None,
     instructions_file: Path | None,
     context_file: Path | None,
+    configured: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Options of the LLM scorers among ``names``: one shared judge client (one concurrency
-    limit and one cache for all of them), plus instructions and context from files."""
+    limit and one cache for all of them), plus instructions and context from files. A scorer
+    whose ``configured`` options (the settings file) already name a judge model keeps them."""
+    configured = configured or {}
     llm = [n for n in names if n in LLM_SCORER_NAMES]
     if instructions_file is not None and "prompt_alignment" not in llm:
         _fail("--instructions-file is used by --scorer prompt_alignment only")
@@ -93,14 +126,23 @@ def _judge_options(
         _fail("--context-file is used by --scorer context_position only")
     if not llm:
         return {}
-    if not model:
-        _fail(f"{', '.join(llm)} need a judge: give --judge-model (a litellm model string)")
-    from pydantic import SecretStr
+    options: dict[str, dict[str, Any]]
+    if model:
+        from pydantic import SecretStr
 
-    from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings
+        from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings
 
-    judge = JudgeClient(JudgeSettings(model=model, api_base=api_base, api_key=SecretStr(api_key) if api_key else None))
-    options: dict[str, dict[str, Any]] = {name: {"judge": judge} for name in llm}
+        judge = JudgeClient(JudgeSettings(model=model, api_base=api_base,
+                                          api_key=SecretStr(api_key) if api_key else None))
+        # --judge-model replaces the file's judge (its model, base and key), keeps the rest
+        judge_keys = {"model", "api_base", "api_key", "judge"}
+        options = {name: {**{k: v for k, v in configured.get(name, {}).items() if k not in judge_keys},
+                          "judge": judge} for name in llm}
+    else:
+        unjudged = [n for n in llm if not configured.get(n, {}).get("model") and not configured.get(n, {}).get("judge")]
+        if unjudged:
+            _fail(f"{', '.join(unjudged)} need a judge: give --judge-model (a litellm model string)")
+        options = {name: dict(configured[name]) for name in llm}
     if instructions_file is not None:
         options["prompt_alignment"]["instructions"] = _read_lines(instructions_file, "instructions")
     if context_file is not None:
@@ -185,16 +227,33 @@ def score(
         bool, typer.Option("--skip-scored", help="Leave out runs whose agent span carries toolscore.scored "
                            "(scored already by install() or serve). Default: rescore them.")
     ] = False,
+    config: Annotated[Optional[Path], typer.Option(
+        help="YAML settings file, the one the app and the sidecar read (default: $OTEL_TOOLSCORE_CONFIG): its "
+        "scorers, scorer_options, tool_schemas, allow_unknown_tools and rules apply; options given here win. "
+        "OTEL_TOOLSCORE_* variables apply too.")] = None,
 ) -> None:
     """Rebuild every agent run in the given traces and score it."""
+    from otel_toolscore.config import ConfigError, load_settings
+    from otel_toolscore.engine import apply_rules
+
+    try:
+        # The app's and the sidecar's own settings, so that a CI replay scores as production does.
+        settings = load_settings(config)
+    except ConfigError as exc:
+        _fail(str(exc))
     accuracy = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
-    options: dict[str, dict[str, Any]] = {"tool_call_accuracy": accuracy}
+    options: dict[str, dict[str, Any]] = {name: dict(opts) for name, opts in settings.scorer_options.items()}
+    options.setdefault("tool_call_accuracy", {}).update({k: v for k, v in accuracy.items() if v is not None})
+    names = scorer or settings.scorers
     try:
         options.update(
-            _judge_options(scorer or [], judge_model, judge_api_base, judge_api_key, instructions_file, context_file)
+            _judge_options(names or [], judge_model, judge_api_base, judge_api_key, instructions_file, context_file,
+                           options)
         )
-        scorers = build_scorers(scorer or None, options, schemas=_load_schemas(tool_schemas))
-    except (ScorerConfigError, TypeError, ValueError) as exc:
+        schemas = _load_schemas(tool_schemas) if tool_schemas is not None else settings.tool_schemas
+        scorers = build_scorers(names or None, options, schemas=schemas,
+                                allow_unknown_tools=settings.allow_unknown_tools)
+    except (ScorerConfigError, MissingExtraError, TypeError, ValueError) as exc:
         _fail(str(exc))
     runs: list[ScoredRun] = []
     unattached_problems = 0  # input problems of files that produced no run
@@ -214,9 +273,9 @@ def score(
                 # that carry the mark; --skip-scored honours it as the processor and serve do.
                 kept = [t for t in trajectories if t.expectations.get(TOOLSCORE_SCORED) is not True]
                 if len(kept) < len(trajectories):
-                    Console(stderr=True).print(
-                        f"otel-toolscore: {path}: {len(trajectories) - len(kept)} run(s) already scored "
-                        "(toolscore.scored), skipped", highlight=False,
+                    _console(stderr=True).print(
+                        f"otel-toolscore: {escape(path)}: {len(trajectories) - len(kept)} run(s) already scored "
+                        "(toolscore.scored), skipped", highlight=False, soft_wrap=True,
                     )
                 trajectories = kept
             if trajectories:
@@ -225,11 +284,12 @@ def score(
             else:
                 unattached_problems += len(batch.problems)
             for traj in trajectories:
+                apply_rules(traj, settings.rules)
                 runs.append(ScoredRun(source=path, trajectory=traj, scores=[]))
             if not found:
-                Console(stderr=True).print(
-                    f"otel-toolscore: {path}: {len(batch.spans)} spans, no agent run found "
-                    "(no agent, LLM or tool spans)", highlight=False,
+                _console(stderr=True).print(
+                    f"otel-toolscore: {escape(path)}: {len(batch.spans)} spans, no agent run found "
+                    "(no agent, LLM or tool spans)", highlight=False, soft_wrap=True,
                 )
             progress.advance()
         progress.stage("scoring", len(runs) * len(scorers))
@@ -241,15 +301,26 @@ def score(
     elif fmt is Format.junit:
         junit(runs, sys.stdout, fail_under)
     else:
-        table(runs, Console(), problems=problems)
-    if fmt is not Format.table:  # the table prints its own; beside JSON/XML on stdout, a line for CI logs
-        sys.stderr.write(summary_line(runs, problems, fail_under) + "\n")
-    if fail_under is not None and any(s.value is not None and s.value < fail_under for r in runs for s in r.scores):
+        table(runs, _console(), problems=problems, fail_under=fail_under)
+    if fmt is not Format.table:  # the table prints its own; beside JSON/XML on stdout, lines for CI logs
+        sys.stderr.write("\n".join([summary_line(runs, problems, fail_under), *gate_lines(runs, fail_under)]) + "\n")
+    if gate_failures(runs, fail_under):
         raise typer.Exit(1)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from otel_toolscore import __version__
+
+        print(f"otel-toolscore {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[Optional[bool], typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = None,
+) -> None:
     """otel-toolscore."""
 
 
@@ -279,24 +350,21 @@ def serve(
     decision_wait: Annotated[Optional[float], typer.Option(
         help="Seconds a trace must be quiet after its root arrived before it is scored.")] = None,
     hold_timeout: Annotated[Optional[float], typer.Option(
-        help="Longest hold of an agent span, seconds (default: decision wait + 5).")] = None,
+        help="Longest hold of an agent span, seconds; must exceed the decision wait (default: decision wait + 5; "
+        "a hold_timeout from the settings file or environment, the app's bound, counts from the end of the "
+        "decision wait).")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "warning",
 ) -> None:
     """Receive OTLP from agents in any language, score their runs, forward everything upstream."""
     import logging
 
     from otel_toolscore.config import ConfigError
-    from otel_toolscore.server import ServerAddresses, ToolScoreServer
+    from otel_toolscore.server import ServerAddresses, ToolScoreServer, parse_header_items
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    headers: dict[str, str] = {}
-    for item in upstream_header or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            _fail(f"--upstream-header must be KEY=VALUE, not {item!r}")
-        headers[key.strip()] = value.strip()
     try:
+        headers = parse_header_items(upstream_header or [])
         server = ToolScoreServer(
             upstream, upstream_protocol=upstream_protocol, upstream_headers=headers or None, host=host,
             grpc_port=grpc_port if grpc else None, http_port=http_port if http else None,
@@ -304,7 +372,7 @@ def serve(
             max_queued_spans=max_queued_spans, auth_token=auth_token, forward_signals=forward_signals,
             scorers=scorer or None, config_file=config, decision_wait=decision_wait, hold_timeout=hold_timeout,
         )
-    except ConfigError as exc:
+    except (ConfigError, MissingExtraError) as exc:
         _fail(str(exc))
 
     def started(addresses: ServerAddresses) -> None:
@@ -317,7 +385,7 @@ def serve(
 
     try:
         server.serve_forever(on_started=started)
-    except OSError as exc:
+    except (OSError, MissingExtraError) as exc:
         _fail(str(exc))
     print(f"otel-toolscore serve: stopped ({server.stats['spans']} spans received)", flush=True)
 

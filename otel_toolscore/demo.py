@@ -1,7 +1,7 @@
 """``otel-toolscore demo``: a real instrumented agent, scored in process, in well under a minute.
 
-It starts the scripted OpenAI-compatible model of ``examples/`` on 127.0.0.1, runs the example
-agent of ``examples/agent_common.py`` through five runs (a good one, a wrong tool, bad
+It starts the scripted OpenAI-compatible model of ``otel_toolscore/demo_agent/`` on 127.0.0.1,
+runs the example agent of ``demo_agent/agent_common.py`` (which ``examples/`` shares) through five runs (a good one, a wrong tool, bad
 arguments, a hallucinated answer, a failing tool), scores them with ``install()``, prints a
 table of runs × scores with the issues found, and writes what was exported: OTLP/JSON lines in
 ``./toolscore-demo/`` (spans, ``gen_ai.evaluation.result`` events, metrics), or OTLP/HTTP to a
@@ -10,13 +10,12 @@ backend (``--otlp-endpoint``), and/or the traces to a local Arize Phoenix (``--p
 The model client is the real ``openai`` client traced by opentelemetry-instrumentation-openai-v2
 (latest GenAI conventions) when the ``examples`` extra is installed, or by OpenInference when
 asked; without them, a small built-in client emits the same GenAI ``chat`` spans through the SDK,
-so the demo also runs with the core dependencies alone.
+so the demo also runs without the examples extra (the ``cli`` extra gives the command itself).
 """
 
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 import math
 import os
@@ -77,27 +76,14 @@ class DemoError(RuntimeError):
     """Something the demo needs is missing; the message says what to do."""
 
 
-# --- where the examples are ------------------------------------------------------------------
-
-
-def examples_dir() -> Path:
-    """``examples/`` of the source checkout this package runs from (``pip install -e .``)."""
-    candidates = [Path(__file__).resolve().parents[1] / "examples", Path.cwd() / "examples"]
-    for path in candidates:
-        if (path / "agent_common.py").is_file() and (path / "scripted_model_server.py").is_file():
-            return path
-    raise DemoError(
-        "the demo runs the agent of the repository's examples/ directory, which was not found next "
-        "to the package or in the current directory: install from a checkout (pip install -e .)"
-    )
+# --- the example agent -------------------------------------------------------------------------
 
 
 def load_examples() -> ModuleType:
-    """``examples/agent_common.py`` as a module (its directory goes on ``sys.path``)."""
-    path = str(examples_dir())
-    if path not in sys.path:
-        sys.path.insert(0, path)
-    return importlib.import_module("agent_common")
+    """The example agent (tools, runs, loop) shipped in the package: the demo runs from a wheel."""
+    from otel_toolscore.demo_agent import agent_common
+
+    return agent_common
 
 
 # --- OTLP/JSON lines files: what the Collector's file exporter writes ---------------------------
@@ -593,7 +579,8 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> int:
     try:
         return _run(options, console)
     except DemoError as exc:
-        Console(stderr=True).print(f"[red]otel-toolscore demo:[/] {escape(str(exc))}", highlight=False)
+        # soft_wrap: one line in a CI log, not cut at the console's width
+        Console(stderr=True).print(f"[red]otel-toolscore demo:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
 
 
@@ -710,7 +697,7 @@ def _summary(console: Console, scenarios: list[dict], runs: _Runs) -> int:
             scored += 1
         tools = ", ".join(c.name or "?" for c in trajectory.tool_calls) if trajectory else "(not scored)"
         by_name = {s.name: s for s in scores}
-        table.add_row(scenario["name"], tools or "—", *(_cell(by_name.get(n)) for n in names))
+        table.add_row(scenario["name"], tools or "—", *(_cell(by_name.get(n), None) for n in names))
         found = [f"{_SHORT.get(s.name, s.name)}: {text}" for s in scores for text in _issues(s)]
         notes.append(f"[bold]{scenario['name']}[/] [dim]({escape(scenario['what'])})[/]")
         # explanations hold lists like "[search_web]", which are not markup

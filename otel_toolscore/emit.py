@@ -382,67 +382,70 @@ class Emitter:
 
     # --- evaluation span --------------------------------------------------------------------
 
-    def evaluation_span(
+    def evaluation_spans(
         self, trajectory: Trajectory, scores: Sequence[Score], agent_span: ReadableSpan
-    ) -> ReadableSpan | None:
-        """One finished span per run, child of and linked to the agent span.
+    ) -> list[ReadableSpan]:
+        """One finished span per score, child of and linked to the agent span (DESIGN.md,
+        "Emitted names": the GenAI semconv proposal's ``evaluation`` operation).
 
-        Built as a ReadableSpan, not through a tracer, so it goes only where the caller sends it
-        (the downstream processor) and never back through our own processor. Named
-        ``evaluation {scorer}`` for one score; a run with several is ``evaluation toolscore``,
-        with every score in the OpenInference ``evaluations.{i}`` form.
+        One per score because the ``gen_ai.evaluation.*`` attributes describe one evaluation:
+        a backend search on ``gen_ai.evaluation.name``/``score.label`` then finds each score.
+        Built as ReadableSpans, not through a tracer, so they go only where the caller sends
+        them (the downstream processor) and never back through our own processor.
         """
         if not self._settings.evaluation_spans or not scores:
-            return None
+            return []
         try:
             parent = agent_span.context
             if parent is None or not parent.is_valid:
-                return None
-            context = SpanContext(
-                trace_id=parent.trace_id,
-                span_id=_id_generator.generate_span_id(),
-                is_remote=False,
-                trace_flags=parent.trace_flags,
-                trace_state=parent.trace_state,
-            )
-            suffix = scores[0].name if len(scores) == 1 else semconv.EVALUATION_SPAN_SEVERAL
+                return []
             now = time.time_ns()
-            return ReadableSpan(
-                name=f"{semconv.EVALUATION_SPAN_PREFIX} {suffix}",
-                context=context,
-                parent=parent,
-                resource=agent_span.resource,
-                attributes=self._evaluation_span_attributes(trajectory, scores),
-                links=(Link(parent),),
-                kind=SpanKind.INTERNAL,
-                start_time=now,
-                end_time=now,
-                instrumentation_scope=self._scope,
-            )
+            spans = []
+            for score in scores:
+                context = SpanContext(
+                    trace_id=parent.trace_id,
+                    span_id=_id_generator.generate_span_id(),
+                    is_remote=False,
+                    trace_flags=parent.trace_flags,
+                    trace_state=parent.trace_state,
+                )
+                spans.append(ReadableSpan(
+                    name=f"{semconv.EVALUATION_SPAN_PREFIX} {score.name}",
+                    context=context,
+                    parent=parent,
+                    resource=agent_span.resource,
+                    attributes=self._evaluation_span_attributes(trajectory, score),
+                    links=(Link(parent),),
+                    kind=SpanKind.INTERNAL,
+                    start_time=now,
+                    end_time=now,
+                    instrumentation_scope=self._scope,
+                ))
+            return spans
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVALUATION_SPAN)
-            return None
+            return []
 
     def _evaluation_span_attributes(
-        self, trajectory: Trajectory, scores: Sequence[Score]
+        self, trajectory: Trajectory, score: Score
     ) -> dict[str, AttributeValue]:
-        attributes: dict[str, AttributeValue] = {semconv.OI_SPAN_KIND: semconv.OI_KIND_EVALUATOR}
-        if len(scores) == 1:  # the GenAI form holds one evaluation per span
-            attributes.update(self._evaluation_attributes(scores[0]))
+        """The GenAI form (as the event has it) plus the OpenInference carrier form, which
+        Phoenix reads, for the one score the span holds."""
+        attributes: dict[str, AttributeValue] = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.OP_EVALUATION,
+            semconv.OI_SPAN_KIND: semconv.OI_KIND_EVALUATOR,
+        }
+        attributes.update(self._evaluation_attributes(score))
         if trajectory.agent_name:
             attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
-        for index, score in enumerate(scores):
-            attributes[semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_NAME)] = score.name
-            value = _number(score.value)
-            if value is not None:
-                attributes[semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_SCORE)] = value
-            label = label_of(score)
-            if label is not None:
-                attributes[semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_LABEL)] = label
-            explanation = self._explanation(score.explanation)
-            if explanation:
-                key = semconv.oi_evaluation_attr(index, semconv.OI_EVALUATION_EXPLANATION)
-                attributes[key] = explanation
+        attributes[semconv.oi_evaluation_attr(0, semconv.OI_EVALUATION_NAME)] = score.name
+        for oi_field, gen_ai in (
+            (semconv.OI_EVALUATION_SCORE, semconv.GEN_AI_EVALUATION_SCORE_VALUE),
+            (semconv.OI_EVALUATION_LABEL, semconv.GEN_AI_EVALUATION_SCORE_LABEL),
+            (semconv.OI_EVALUATION_EXPLANATION, semconv.GEN_AI_EVALUATION_EXPLANATION),
+        ):
+            if gen_ai in attributes:  # the same (redacted, cut) value in both forms
+                attributes[semconv.oi_evaluation_attr(0, oi_field)] = attributes[gen_ai]
         return attributes
 
     def _evaluation_attributes(self, score: Score) -> dict[str, AttributeValue]:

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.config import ToolScoreSettings, sampled
+from otel_toolscore.config import Rule, ToolScoreSettings, sampled
 from otel_toolscore.emit import Emitter
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers, run_scorers
 from otel_toolscore.trajectory import Trajectory
@@ -54,6 +54,28 @@ def resolve_scorers(scorers: Sequence[Scorer | str] | None, settings: ToolScoreS
         else:
             out.append(s)
     return out
+
+
+def apply_rules(traj: Trajectory, rules: Sequence[Rule]) -> None:
+    """Config rules give an expectation to runs whose span carries none (span attributes win).
+
+    The processor, the sidecar and ``score`` all call this, so a CI replay of a trace file sees
+    the expectations production saw."""
+    if not rules:
+        return
+    if sc.TOOLSCORE_EXPECTED_TOOL in traj.expectations or sc.TOOLSCORE_EXPECTED_TOOL_ORDER in traj.expectations:
+        return
+    for rule in rules:
+        if rule.matches(traj.agent_name, traj.input):
+            exp: dict[str, Any] = {}
+            if rule.expected_tool:
+                exp[sc.TOOLSCORE_EXPECTED_TOOL] = rule.expected_tool
+            if rule.expected_tool_order:
+                exp[sc.TOOLSCORE_EXPECTED_TOOL_ORDER] = list(rule.expected_tool_order)
+            if rule.strict is not None and sc.TOOLSCORE_STRICT not in traj.expectations:
+                exp[sc.TOOLSCORE_STRICT] = rule.strict
+            traj.expectations.update(exp)
+            return
 
 
 class Engine:
@@ -94,7 +116,7 @@ class Engine:
                 # counted, not scored again.
                 self.count_already_scored()
                 continue
-            self._apply_rules(traj)
+            apply_rules(traj, self.settings.rules)
             trace_id = int(traj.trace_id, 16)
             active = [s for s in self.code_scorers if sampled(trace_id, self._rate(s))]
             results.append(RunResult(traj, _run_code_scorers(traj, active)))
@@ -107,32 +129,15 @@ class Engine:
         name = str(getattr(scorer, "name", ""))
         return self.settings.sample_rates.get(name, self.settings.default_sample_rate)
 
-    def _apply_rules(self, traj: Trajectory) -> None:
-        """Config rules give an expectation to runs whose span carries none (span attributes win)."""
-        if not self.settings.rules:
-            return
-        if sc.TOOLSCORE_EXPECTED_TOOL in traj.expectations or sc.TOOLSCORE_EXPECTED_TOOL_ORDER in traj.expectations:
-            return
-        for rule in self.settings.rules:
-            if rule.matches(traj.agent_name, traj.input):
-                exp: dict[str, Any] = {}
-                if rule.expected_tool:
-                    exp[sc.TOOLSCORE_EXPECTED_TOOL] = rule.expected_tool
-                if rule.expected_tool_order:
-                    exp[sc.TOOLSCORE_EXPECTED_TOOL_ORDER] = list(rule.expected_tool_order)
-                if rule.strict is not None and sc.TOOLSCORE_STRICT not in traj.expectations:
-                    exp[sc.TOOLSCORE_STRICT] = rule.strict
-                traj.expectations.update(exp)
-                return
-
-    def emit(self, result: RunResult, agent_span: ReadableSpan | None) -> ReadableSpan | None:
-        """Events and metrics now; the evaluation span is returned for the caller to forward."""
+    def emit(self, result: RunResult, agent_span: ReadableSpan | None) -> list[ReadableSpan]:
+        """Events and metrics now; the evaluation spans (one per score) are returned for the
+        caller to forward."""
         traj, scores = result.trajectory, result.scores
         self.emitter.emit_events(traj, scores)
         self.emitter.record_metrics(traj, scores)
         if agent_span is None or not scores:
-            return None
-        return self.emitter.evaluation_span(traj, scores, agent_span)
+            return []
+        return self.emitter.evaluation_spans(traj, scores, agent_span)
 
     def count_already_scored(self) -> None:
         for name in self.scorer_names:
@@ -162,8 +167,7 @@ class Engine:
     async def _judge_run(self, traj: Trajectory, scorers: list[Scorer], run_span: ReadableSpan | None,
                          forward: Forward) -> None:
         scores = list(await asyncio.gather(*(_ascore(s, traj) for s in scorers)))
-        evaluation = self.emit(RunResult(traj, scores), run_span)
-        if evaluation is not None:
+        for evaluation in self.emit(RunResult(traj, scores), run_span):
             forward(evaluation)
 
     def wait_judges(self, timeout_s: float) -> bool:

@@ -47,6 +47,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util.types import Attributes, AttributeValue
 
 from otel_toolscore import semconv
+from otel_toolscore.foreign import to_otlp_requests
 
 __all__ = [
     "MAX_PROBLEMS",
@@ -1133,9 +1134,21 @@ _NOT_OTLP: Final = "JSON but not OTLP: no resourceSpans/resourceLogs"
 
 
 def _add_json_document(decoder: _Decoder, doc: Any, prefix: str) -> bool:
-    """One JSON value holding a request, or an array of requests; False when none is OTLP."""
+    """One JSON value holding a request, or an array of requests; False when none is OTLP.
+
+    A document that is not OTLP may be a trace saved from Jaeger or Tempo (``foreign``)."""
     if type(doc) is not list:
-        return decoder.add_json_request(doc, prefix)
+        if decoder.add_json_request(doc, prefix):
+            return True
+        try:
+            converted = to_otlp_requests(doc)
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # a damaged foreign trace
+            decoder.problems.add(f"{prefix}looks like a Jaeger trace but cannot be read: {type(exc).__name__}: {exc}")
+            return False
+        if converted is None:
+            return False
+        name, requests = converted
+        return any([decoder.add_json_request(request, f"{prefix}{name}: ") for request in requests])
     found = False
     for i, item in enumerate(doc):
         item_prefix = f"{prefix}request[{i}]: "
@@ -1357,7 +1370,8 @@ def load_otlp(source: OtlpSource) -> OtlpBatch:
 
     Accepts an OTLP/JSON ``ExportTraceServiceRequest`` (hex or base64 ids, camelCase or snake_case
     fields), a JSON array of requests, the Collector file exporter's JSON lines (trace, log and
-    metric lines; metrics are ignored) and binary protobuf, each optionally gzip-compressed.
+    metric lines; metrics are ignored), traces saved from Jaeger (UI JSON, api/v3) and Tempo
+    (``batches``, ``trace``), and binary protobuf, each optionally gzip-compressed.
     Raises ``OtlpDecodeError`` only when nothing in the input is OTLP; ``OSError`` when a path
     cannot be read.
     """

@@ -728,8 +728,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 self._engine.count_dropped()
             return
         for result, run_span in emitted:
-            evaluation = self._engine.emit(result, run_span)
-            if evaluation is not None:
+            for evaluation in self._engine.emit(result, run_span):
                 self._forward(evaluation)
             self._engine.judge(result, run_span, self._forward_evaluation)
 

@@ -61,22 +61,47 @@ _SHORT = {
 }
 
 
-def _cell(score: Score | None) -> str:
+def verdict(score: Score, fail_under: float | None = None) -> str:
+    """``pass``, ``fail``, ``skipped`` or ``error``: one decision for the table's labels, the
+    JUnit report, the summary and the exit status, so they never disagree.
+
+    With a gate (``--fail-under``) a value decides alone: a scorer's ``pass`` label on 0.6 under
+    a 0.8 gate is a failure, and its ``fail`` label on 0.9 is not. Without one, the scorer's
+    label decides (it follows the severity of what was found).
+    """
+    if score.error:
+        return "error"
+    if score.value is None:
+        return "skipped"
+    if fail_under is not None:
+        return "fail" if score.value < fail_under else "pass"
+    return "fail" if score.label == "fail" else "pass"
+
+
+def gate_failures(runs: Sequence[ScoredRun], fail_under: float | None) -> list[tuple[ScoredRun, Score]]:
+    """The scores that fail the gate (none without one): what makes the exit status 1."""
+    if fail_under is None:
+        return []
+    return [(run, s) for run in runs for s in run.scores if verdict(s, fail_under) == "fail"]
+
+
+def _cell(score: Score | None, fail_under: float | None) -> str:
     if score is None:
         return ""
     if score.value is None:
         return score.label or (score.error or "—")
-    label = f" {score.label}" if score.label in ("pass", "fail") else ""
-    return f"{score.value:g}{label}"
+    return f"{score.value:g} {verdict(score, fail_under)}"
 
 
-def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0) -> None:
+def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_under: float | None = None) -> None:
     scorer_names: list[str] = []
     for run in runs:
         for s in run.scores:
             if s.name not in scorer_names:
                 scorer_names.append(s.name)
     t = Table(show_lines=False, expand=False, pad_edge=False)
+    t.add_column("trace", no_wrap=True)
+    t.add_column("service", overflow="fold", max_width=16)
     t.add_column("agent", overflow="fold", max_width=18)
     t.add_column("tools called", overflow="fold", max_width=28)
     for name in scorer_names:
@@ -88,7 +113,8 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0) -> Non
             agent = "  ↳ " + agent
         by_name = {s.name: s for s in run.scores}
         tools = ", ".join(c.name or "?" for c in traj.tool_calls) or "—"
-        t.add_row(escape(agent), escape(tools), *(escape(_cell(by_name.get(n))) for n in scorer_names))
+        t.add_row(_short_trace(traj.trace_id), escape(traj.service_name or "—"), escape(agent), escape(tools),
+                  *(escape(_cell(by_name.get(n), fail_under)) for n in scorer_names))
     console.print(t)
     issues = [
         (run, s, i)
@@ -99,18 +125,42 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0) -> Non
     for run, s, issue in issues[:20]:
         # Trace content may hold square brackets: escape it so rich does not read it as markup.
         console.print(f"  [yellow]•[/] {escape(run.trajectory.agent_name or '?')} · {s.name}: {escape(issue)}",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
     if len(issues) > 20:
         console.print(f"  … {len(issues) - 20} more issues (use --format json for all)")
-    files = len({r.source for r in runs})
-    scored = sum(1 for r in runs for s in r.scores if s.value is not None)
-    skipped = sum(1 for r in runs for s in r.scores if s.label == "skipped")
-    errors = sum(1 for r in runs for s in r.scores if s.error)
-    console.print(
-        f"{len(runs)} runs from {files} file(s): {scored} scores, {skipped} skipped, {errors} errors"
-        + (f"; {problems} input problems (see --format json)" if problems else ""),
-        highlight=False,
-    )
+    if any(s.value is None and not s.error and s.name == "tool_call_accuracy" for r in runs for s in r.scores):
+        console.print(f"  skipped: {SKIPPED_HOW}", highlight=False, markup=False, soft_wrap=True)
+    # soft_wrap: one line each in a CI log, where a grep for the summary or a score must find it
+    console.print(summary_line(runs, problems, fail_under), highlight=False, soft_wrap=True)
+    for line in gate_lines(runs, fail_under):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+#: how a run gets an expectation, for people reading a report full of ``skipped``
+SKIPPED_HOW = (
+    "tool_call_accuracy needs an expected tool: --expected-tool/--expected-tool-order, "
+    "the toolscore.expected_tool / toolscore.expected_tool_order attribute on the agent span, "
+    "or rules in the YAML file of --config / $OTEL_TOOLSCORE_CONFIG (rules: - agent: REGEX, expected_tool: NAME)"
+)
+
+
+def _short_trace(trace_id: str) -> str:
+    # 16 of 32 hex digits: enough to find the trace in a backend's search box, short enough to fit
+    return trace_id[:16] if trace_id else "—"
+
+
+def gate_lines(runs: Sequence[ScoredRun], fail_under: float | None, limit: int = 20) -> list[str]:
+    """One line per score under the gate, naming trace, agent and score: why the exit status is 1."""
+    failing = gate_failures(runs, fail_under)
+    lines = [
+        f"  below --fail-under {fail_under:g}: trace {_short_trace(r.trajectory.trace_id)} "
+        f"{r.trajectory.agent_name or '(no agent span)'} · {s.name} = {s.value:g}"
+        + (f" ({s.explanation})" if s.explanation else "")
+        for r, s in failing[:limit]
+    ]
+    if len(failing) > limit:
+        lines.append(f"  … {len(failing) - limit} more below the gate (use --format json for all)")
+    return lines
 
 
 def _issues(score: Score) -> list[str]:
@@ -147,7 +197,7 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
             elif s.value is None:
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=_xml(s.explanation or (s.label or "skipped")))
-            elif s.label == "fail" or (fail_under is not None and s.value < fail_under):
+            elif verdict(s, fail_under) == "fail":
                 counts["failures"] += 1
                 failure = ET.SubElement(case, "failure", type=_xml(s.label or "fail"),
                                         message=_xml(f"{s.name} = {s.value:g}: {s.explanation}"))
@@ -160,23 +210,20 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
 
 
 def summary_line(runs: Sequence[ScoredRun], problems: int = 0, fail_under: float | None = None) -> str:
-    """One line of counts for CI logs (stderr beside JSON lines or JUnit XML on stdout).
-
-    ``failed`` counts what the JUnit report counts as failures: a ``fail`` label, or a value
-    under ``fail_under``; the gate part says how many values are under it (the exit status).
-    """
+    """The one summary every format prints (under the table, on stderr beside JSON lines or
+    JUnit XML): runs, and scores by ``verdict``, which the JUnit report and the exit status use
+    too; the gate part says how many scores fail it (exit 1)."""
     scores = [s for r in runs for s in r.scores]
-    errors = sum(1 for s in scores if s.error)
-    skipped = sum(1 for s in scores if s.value is None and not s.error)
-    failed = sum(1 for s in scores if s.value is not None and not s.error
-                 and (s.label == "fail" or (fail_under is not None and s.value < fail_under)))
-    passed = len(scores) - errors - skipped - failed
+    counts = {"pass": 0, "fail": 0, "skipped": 0, "error": 0}
+    for s in scores:
+        counts[verdict(s, fail_under)] += 1
     parts = [
         f"{len(runs)} runs from {len({r.source for r in runs})} file(s)",
-        f"{len(scores)} scores: {passed} passed, {failed} failed, {skipped} skipped, {errors} errors",
+        f"{len(scores)} scores: {counts['pass']} passed, {counts['fail']} failed, "
+        f"{counts['skipped']} skipped, {counts['error']} errors",
     ]
     if fail_under is not None:
-        below = sum(1 for s in scores if s.value is not None and s.value < fail_under)
+        below = counts["fail"]
         parts.append(f"--fail-under {fail_under:g}: " + (f"{below} below, exit 1" if below else "passed"))
     if problems:
         parts.append(f"{problems} input problems")

@@ -42,6 +42,8 @@ OP_GENERATE_CONTENT = "generate_content"
 OP_EXECUTE_TOOL = "execute_tool"
 OP_RETRIEVAL = "retrieval"
 OP_EMBEDDINGS = "embeddings"
+#: the GenAI semconv proposal's operation of an evaluation span (semantic-conventions-genai #185)
+OP_EVALUATION = "evaluation"
 AGENT_OPERATIONS = frozenset({OP_INVOKE_AGENT, OP_INVOKE_WORKFLOW})
 LLM_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERATE_CONTENT})
 
@@ -182,9 +184,8 @@ TOOLSCORE_FIELD_LABEL = "label"
 TOOLSCORE_FIELD_EXPLANATION = "explanation"
 TOOLSCORE_FIELD_ERROR = "error"
 
-# Evaluation span: "evaluation {scorer}" for one score; several scores of one run share one span.
+# Evaluation spans: one per score, "evaluation {scorer}" (DESIGN.md, "Emitted names").
 EVALUATION_SPAN_PREFIX = "evaluation"
-EVALUATION_SPAN_SEVERAL = "toolscore"
 # OpenInference carrier form: evaluations.{i}.evaluation.{name,score,label,explanation}
 OI_EVALUATION_NAME = "name"
 OI_EVALUATION_SCORE = "score"

@@ -61,7 +61,6 @@ The buffer is in memory: a kill -9 loses what was accepted and not yet delivered
 from __future__ import annotations
 
 import hmac
-import http.client
 import inspect
 import io
 import json
@@ -89,7 +88,6 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.sdk.resources import Resource
@@ -101,6 +99,7 @@ from opentelemetry.sdk.trace.export import (
 
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
 from otel_toolscore.delivery import RetryingExporter
+from otel_toolscore.extras import require
 from otel_toolscore.otlp import (
     OtlpDecodeError,
     _field,
@@ -128,6 +127,10 @@ RETRY_AFTER_S = 1
 HTTP_PROTOBUF = "http/protobuf"
 GRPC = "grpc"
 PROTOCOLS = (HTTP_PROTOBUF, GRPC)
+#: where an unset endpoint goes (the OTLP exporter spec's defaults)
+_DEFAULT_ENDPOINTS = {HTTP_PROTOBUF: "http://localhost:4318", GRPC: "http://localhost:4317"}
+#: pooled connections to the upstream (forwarded logs and metrics), per scheme
+_UPSTREAM_POOL = 16
 
 _SIGNALS = ("traces", "logs", "metrics")
 _HTTP_PATHS = {f"/v1/{s}": s for s in _SIGNALS}
@@ -187,6 +190,72 @@ def _parse_headers(text: str | None) -> dict[str, str]:
     return dict(parse_env_headers(text, liberal=True))
 
 
+def parse_header_items(items: Sequence[str]) -> dict[str, str]:
+    """``--upstream-header KEY=VALUE`` items, read by the parser OTEL_EXPORTER_OTLP_HEADERS goes
+    through (the SDK's), so both spellings mean the same: names lower-cased, values URL-decoded."""
+    headers: dict[str, str] = {}
+    for item in items:
+        parsed = _parse_headers(item) if "," not in item else {}
+        if len(parsed) != 1:
+            raise ConfigError(f"--upstream-header must be one KEY=VALUE (URL-encoded as in "
+                              f"OTEL_EXPORTER_OTLP_HEADERS), not {item!r}")
+        headers.update(parsed)
+    return headers
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """TLS files for one signal's upstream connection, from OTEL_EXPORTER_OTLP[_{SIGNAL}]_*:
+    the CA bundle that verifies the upstream, and the client certificate and key (mutual TLS)."""
+
+    certificate: str | None = None
+    client_certificate: str | None = None
+    client_key: str | None = None
+
+    @classmethod
+    def from_env(cls, signal_name: str) -> TlsFiles:
+        def read(name: str) -> str | None:
+            for variable in (f"OTEL_EXPORTER_OTLP_{signal_name.upper()}_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+                path = os.environ.get(variable)
+                if path:
+                    # checked now: a missing CA file would otherwise fail every forwarded request
+                    if not os.access(path, os.R_OK):
+                        raise ConfigError(f"{variable}={path!r}: the file cannot be read")
+                    return path
+            return None
+
+        return cls(read("CERTIFICATE"), read("CLIENT_CERTIFICATE"), read("CLIENT_KEY"))
+
+    @property
+    def client_pair(self) -> tuple[str, str] | None:
+        return (self.client_certificate, self.client_key) if self.client_certificate and self.client_key else None
+
+
+def _ca_session() -> Any:
+    """A requests session on which a CA file set on the session wins over REQUESTS_CA_BUNDLE and
+    CURL_CA_BUNDLE: requests lets those replace a session's ``verify``, so the OTLP HTTP exporter's
+    OTEL_EXPORTER_OTLP_CERTIFICATE would be ignored wherever the machine sets one of them."""
+    import requests
+
+    class _CaSession(requests.Session):
+        def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+            settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if verify is None and isinstance(self.verify, str):
+                settings["verify"] = self.verify
+            return settings
+
+    return _CaSession()
+
+
+def _http_url(url: str, what: str) -> str:
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{what} must be http(s)://host[:port][/path], not {url!r}")
+    return url
+
+
 @dataclass(frozen=True)
 class Upstream:
     """Where spans, scores, logs and metrics go: an OTLP endpoint (a Collector, a backend).
@@ -201,30 +270,40 @@ class Upstream:
     protocol: str = HTTP_PROTOBUF
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 10.0
+    #: OTEL_EXPORTER_OTLP_{SIGNAL}_ENDPOINT: full URLs, used as given (the spec's rule)
+    signal_endpoints: Mapping[str, str] = field(default_factory=dict)
+    #: per signal; a signal not listed uses no TLS files of its own
+    tls: Mapping[str, TlsFiles] = field(default_factory=dict)
 
     @classmethod
     def resolve(
         cls, url: str | None, protocol: str | None = None, headers: Mapping[str, str] | None = None
     ) -> Upstream | None:
-        """From the arguments, else the standard ``OTEL_EXPORTER_OTLP_*`` variables; None: no URL."""
+        """From the arguments, else the standard ``OTEL_EXPORTER_OTLP_*`` variables (per-signal
+        endpoints and TLS files included); None: no URL."""
+        signal_endpoints: dict[str, str] = {}
+        if url is None:  # --upstream names one place for everything; the variables may split it
+            for signal_name in _SIGNALS:
+                variable = f"OTEL_EXPORTER_OTLP_{signal_name.upper()}_ENDPOINT"
+                if os.environ.get(variable):
+                    signal_endpoints[signal_name] = _http_url(os.environ[variable], variable)
         url = url or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
-        if url is None:
+        if url is None and not signal_endpoints:
             return None
         protocol = (protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or HTTP_PROTOBUF).strip().lower()
         if protocol not in PROTOCOLS:
             raise ConfigError(f"upstream protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
-        if "://" not in url:
-            url = "http://" + url
+        # only per-signal endpoints: the others go where the spec says an unset endpoint goes
+        url = _http_url(url or _DEFAULT_ENDPOINTS[protocol], "upstream URL")
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"upstream URL must be http(s)://host[:port][/path], not {url!r}")
         path = parts.path.rstrip("/")
         for signal_name in _SIGNALS:
             path = path.removesuffix(f"/v1/{signal_name}")
         url = f"{parts.scheme}://{parts.netloc}{path}"
         if headers is None:
             headers = _parse_headers(os.environ.get("OTEL_EXPORTER_OTLP_HEADERS"))
-        return cls(url=url, protocol=protocol, headers=dict(headers))
+        tls = {signal_name: TlsFiles.from_env(signal_name) for signal_name in _SIGNALS}
+        return cls(url=url, protocol=protocol, headers=dict(headers), signal_endpoints=signal_endpoints, tls=tls)
 
     @property
     def secure(self) -> bool:
@@ -235,12 +314,28 @@ class Upstream:
         return urlsplit(self.url).netloc
 
     def signal_url(self, signal_name: str) -> str:
-        return f"{self.url}/v1/{signal_name}"
+        return self.signal_endpoints.get(signal_name) or f"{self.url}/v1/{signal_name}"
 
-    def _grpc_kwargs(self) -> dict[str, Any]:
-        scheme = "https" if self.secure else "http"
-        return {"endpoint": f"{scheme}://{self.netloc}", "insecure": not self.secure,
-                "headers": dict(self.headers) or None}
+    def signal_secure(self, signal_name: str) -> bool:
+        return self.signal_url(signal_name).startswith("https://")
+
+    def signal_netloc(self, signal_name: str) -> str:
+        return urlsplit(self.signal_url(signal_name)).netloc
+
+    def signal_tls(self, signal_name: str) -> TlsFiles:
+        return self.tls.get(signal_name) or TlsFiles()
+
+    def _grpc_kwargs(self, signal_name: str) -> dict[str, Any]:
+        # TLS files: the gRPC exporters read the same OTEL_EXPORTER_OTLP_* variables themselves
+        secure = self.signal_secure(signal_name)
+        return {"endpoint": f"{'https' if secure else 'http'}://{self.signal_netloc(signal_name)}",
+                "insecure": not secure, "headers": dict(self.headers) or None}
+
+    def _http_kwargs(self, signal_name: str) -> dict[str, Any]:
+        tls = self.signal_tls(signal_name)
+        return {"endpoint": self.signal_url(signal_name), "headers": dict(self.headers) or None,
+                "certificate_file": tls.certificate, "client_certificate_file": tls.client_certificate,
+                "client_key_file": tls.client_key, "session": _ca_session() if tls.certificate else None}
 
     def span_exporter(self) -> SpanExporter:
         if self.protocol == GRPC:
@@ -248,12 +343,12 @@ class Upstream:
                 OTLPSpanExporter,
             )
 
-            return OTLPSpanExporter(**self._grpc_kwargs())
+            return OTLPSpanExporter(**self._grpc_kwargs("traces"))
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
             OTLPSpanExporter as HttpSpanExporter,
         )
 
-        return HttpSpanExporter(endpoint=self.signal_url("traces"), headers=dict(self.headers) or None)
+        return HttpSpanExporter(**self._http_kwargs("traces"))
 
     def metric_exporter(self) -> Any:
         if self.protocol == GRPC:
@@ -261,12 +356,12 @@ class Upstream:
                 OTLPMetricExporter,
             )
 
-            return OTLPMetricExporter(**self._grpc_kwargs())
+            return OTLPMetricExporter(**self._grpc_kwargs("metrics"))
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
             OTLPMetricExporter as HttpMetricExporter,
         )
 
-        return HttpMetricExporter(endpoint=self.signal_url("metrics"), headers=dict(self.headers) or None)
+        return HttpMetricExporter(**self._http_kwargs("metrics"))
 
     def log_exporter(self) -> Any:
         if self.protocol == GRPC:
@@ -274,12 +369,12 @@ class Upstream:
                 OTLPLogExporter,
             )
 
-            return OTLPLogExporter(**self._grpc_kwargs())
+            return OTLPLogExporter(**self._grpc_kwargs("logs"))
         from opentelemetry.exporter.otlp.proto.http._log_exporter import (
             OTLPLogExporter as HttpLogExporter,
         )
 
-        return HttpLogExporter(endpoint=self.signal_url("logs"), headers=dict(self.headers) or None)
+        return HttpLogExporter(**self._http_kwargs("logs"))
 
 
 class _Forwarder:
@@ -287,18 +382,32 @@ class _Forwarder:
 
     def __init__(self, upstream: Upstream) -> None:
         self.upstream = upstream
-        self._channel: Any = None
+        self._channels: list[Any] = []
         self._calls: dict[str, Any] = {}
+        self._session: Any = None
         if upstream.protocol == GRPC:
-            import grpc
-
-            if upstream.secure:
-                self._channel = grpc.secure_channel(upstream.netloc, grpc.ssl_channel_credentials())
-            else:
-                self._channel = grpc.insecure_channel(upstream.netloc)
+            grpc = require("grpc", "grpc", "a gRPC upstream")
             for signal_name in ("logs", "metrics"):
+                netloc, tls = upstream.signal_netloc(signal_name), upstream.signal_tls(signal_name)
+                if upstream.signal_secure(signal_name):
+                    # the TLS files the span exporter uses, so forwarded signals trust the same CA
+                    credentials = grpc.ssl_channel_credentials(
+                        root_certificates=_read_file(tls.certificate), private_key=_read_file(tls.client_key),
+                        certificate_chain=_read_file(tls.client_certificate))
+                    channel = grpc.secure_channel(netloc, credentials)
+                else:
+                    channel = grpc.insecure_channel(netloc)
+                self._channels.append(channel)
                 # No serializers: the request's bytes go out as they came in.
-                self._calls[signal_name] = self._channel.unary_unary(f"/{_GRPC_SERVICES[signal_name]}/Export")
+                self._calls[signal_name] = channel.unary_unary(f"/{_GRPC_SERVICES[signal_name]}/Export")
+        else:
+            import requests
+            from requests.adapters import HTTPAdapter
+
+            # One pooled session: connections (and TLS handshakes) are reused across requests.
+            self._session = requests.Session()
+            self._session.mount("http://", HTTPAdapter(pool_maxsize=_UPSTREAM_POOL))
+            self._session.mount("https://", HTTPAdapter(pool_maxsize=_UPSTREAM_POOL))
 
     def forward(self, signal_name: str, body: bytes, is_json: bool) -> _Reply:
         if self.upstream.protocol == GRPC:
@@ -321,26 +430,31 @@ class _Forwarder:
             else:
                 code_out = code
             raise _Rejection(_HTTP_FOR_GRPC.get(code, 502), code_out,
-                             f"upstream {self.upstream.netloc} answered {code}: {exc.details()}",
+                             f"upstream {self.upstream.signal_netloc(signal_name)} answered {code}: {exc.details()}",
                              RETRY_AFTER_S if code_out == "UNAVAILABLE" else None) from None
         return _Reply(answer or b"")
 
     def _forward_http(self, signal_name: str, body: bytes, is_json: bool) -> _Reply:
-        parts = urlsplit(self.upstream.signal_url(signal_name))
-        conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(parts.netloc, timeout=self.upstream.timeout)
+        import requests
+
+        url = self.upstream.signal_url(signal_name)
+        netloc = urlsplit(url).netloc
+        tls = self.upstream.signal_tls(signal_name)
         content_type = _JSON_TYPE if is_json else _CT_PROTOBUF
         try:
-            conn.request("POST", parts.path or "/", body=body,
-                         headers={"Content-Type": content_type, **self.upstream.headers})
-            resp = conn.getresponse()
-            data = resp.read(_MAX_UPSTREAM_REPLY)
-            status = resp.status
-            reply_type = (resp.getheader("Content-Type") or content_type).split(";")[0].strip()
-        except (OSError, http.client.HTTPException) as exc:
-            raise _Rejection(502, "UNAVAILABLE", f"upstream {parts.netloc} unreachable: {exc}", RETRY_AFTER_S) from None
-        finally:
-            conn.close()
+            resp = self._session.post(
+                url, data=body, headers={"Content-Type": content_type, **self.upstream.headers},
+                timeout=self.upstream.timeout, stream=True,
+                # the TLS files of OTEL_EXPORTER_OTLP_*, as the span exporter has them
+                verify=tls.certificate or True, cert=tls.client_pair)
+            try:
+                data = resp.raw.read(_MAX_UPSTREAM_REPLY, decode_content=True)
+            finally:
+                resp.close()
+            status = resp.status_code
+            reply_type = (resp.headers.get("Content-Type") or content_type).split(";")[0].strip()
+        except (OSError, requests.RequestException) as exc:
+            raise _Rejection(502, "UNAVAILABLE", f"upstream {netloc} unreachable: {exc}", RETRY_AFTER_S) from None
         if 200 <= status < 300:
             return _Reply(data, reply_type)
         retry = RETRY_AFTER_S if status in (429, 502, 503, 504) else None
@@ -348,11 +462,20 @@ class _Forwarder:
         # gets, except statuses about the sidecar's own credentials or paths.
         out = status if status in (400, 413, 429, 502, 503, 504) else 502
         raise _Rejection(out, _GRPC_FOR_HTTP.get(out, "UNAVAILABLE"),
-                         f"upstream {parts.netloc} answered HTTP {status}", retry)
+                         f"upstream {netloc} answered HTTP {status}", retry)
 
     def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
+        for channel in self._channels:
+            channel.close()
+        if self._session is not None:
+            self._session.close()
+
+
+def _read_file(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 # --- admission: never accept what the export queue would drop --------------------------------------
@@ -692,6 +815,11 @@ class ToolScoreServer:
         resolved = load_settings(config_file, **overrides)
         if "hold_timeout" not in resolved.model_fields_set:
             resolved = resolved.model_copy(update={"hold_timeout": resolved.decision_wait + HOLD_MARGIN_S})
+        elif overrides.get("hold_timeout") is None and resolved.hold_timeout <= resolved.decision_wait:
+            # From the file or the environment the app shares (README: hold_timeout 2.0): there it
+            # bounds the hold after the run ended; here the run ends when its trace has been quiet
+            # for decision_wait, so the same bound counts from then. One file serves both.
+            resolved = resolved.model_copy(update={"hold_timeout": resolved.decision_wait + resolved.hold_timeout})
         elif resolved.hold_timeout <= resolved.decision_wait:
             raise ConfigError(
                 f"hold_timeout ({resolved.hold_timeout:g}s) must exceed decision_wait "
@@ -763,7 +891,7 @@ class ToolScoreServer:
             self._forwarder = _Forwarder(self.upstream)
 
     def _start_grpc(self) -> int:
-        import grpc
+        grpc = require("grpc", "serve", "the sidecar's OTLP/gRPC receiver (or serve --no-grpc)")
 
         handlers = [grpc.method_handlers_generic_handler(
             _GRPC_SERVICES["traces"], {"Export": grpc.unary_unary_rpc_method_handler(self._grpc_traces)})]

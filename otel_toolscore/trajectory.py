@@ -122,6 +122,8 @@ class Trajectory(_Model):
     #: the agent run span (or the local root when the trace has no agent span)
     span_id: str | None = None
     agent_name: str | None = None
+    #: ``service.name`` of the agent span's resource: which app the run came from
+    service_name: str | None = None
     #: True when this run sits inside another scored run (a sub-agent)
     nested: bool = False
     parent_run_span_id: str | None = None
@@ -160,6 +162,7 @@ class Trajectory(_Model):
             "trace_id": self.trace_id,
             "span_id": self.span_id,
             "agent_name": self.agent_name,
+            "service_name": self.service_name,
             "nested": self.nested,
             "conventions": self.conventions,
             "input": self.input,

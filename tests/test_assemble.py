@@ -354,3 +354,30 @@ def test_deep_trees_do_not_overflow(depth: int) -> None:
     spans = [agent(1, "a")] + [span(i, f"s{i}", i - 1, {}, i) for i in range(2, depth)]
     spans.append(chat(depth, depth - 1, depth, [user("q")], [answer("deep")]))
     assert one(spans).output == "deep"
+
+
+def test_openinference_agent_without_agent_name_is_named_after_its_span_and_rules_match() -> None:
+    from otel_toolscore.config import Rule
+
+    oi_tool = {"openinference.span.kind": "TOOL", "tool.name": "get_weather", "input.value": '{"city": "Oslo"}'}
+    unnamed = [span(1, "support-bot", attrs={"openinference.span.kind": "AGENT", "input.value": "weather?"}),
+               span(2, "get_weather", 1, oi_tool, start=1)]
+    run = one(unnamed)
+    assert run.agent_name == "support-bot"
+    assert Rule(agent="support-.*", expected_tool="get_weather").matches(run.agent_name, run.input)
+    # a real agent.name anywhere in the run still wins over a span name
+    named = [span(1, "Agent workflow", attrs={"openinference.span.kind": "AGENT", "agent.name": "planner"}),
+             span(2, "AgentRunner", 1, {"openinference.span.kind": "AGENT"}, start=1),
+             span(3, "get_weather", 2, oi_tool, start=2)]
+    assert one(named).agent_name == "planner"
+
+
+def test_the_run_carries_the_service_name_of_its_agent_span() -> None:
+    from opentelemetry.sdk.resources import Resource
+
+    spans = [agent(1, "weather"), tool(2, 1, 1, "get_weather", {"city": "Oslo"})]
+    with_resource = [ReadableSpan(name=s.name, context=s.context, parent=s.parent, attributes=s.attributes,
+                                  start_time=s.start_time, end_time=s.end_time,
+                                  resource=Resource.create({"service.name": "checkout-api"})) for s in spans]
+    assert one(with_resource).service_name == "checkout-api"
+    assert one(spans).service_name is None  # the SDK's unknown_service default names no app

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -26,9 +27,10 @@ SUMMARY = re.compile(
 )
 
 
-def score(*args: str) -> subprocess.CompletedProcess:
+def score(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "otel_toolscore.cli", "score", *args],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, **env} if env else None)
 
 
 def summary(proc: subprocess.CompletedProcess) -> re.Match:
@@ -128,3 +130,75 @@ def test_progress_bar_waits_before_showing() -> None:
         progress.stage("reading", 1)
         progress.advance()
     assert progress.enabled and tty.getvalue() == ""
+
+
+# --- the gate explains itself (issue 18, item 5) -----------------------------------------------
+
+
+def test_the_table_gate_names_every_failing_score_and_exits_1() -> None:
+    proc = score(str(SAMPLE), "--fail-under", "0.5")
+    assert proc.returncode == 1
+    below = [line for line in proc.stdout.splitlines() if line.strip().startswith("below --fail-under 0.5:")]
+    records = [json.loads(line) for line in score(str(SAMPLE), "--format", "json").stdout.splitlines()]
+    expected = {(r["trace_id"][:16], s["name"], s["value"]) for r in records for s in r["scores"]
+                if s["value"] is not None and s["value"] < 0.5}
+    assert len(expected) == 3 and len(below) == len(expected)
+    for trace, name, value in expected:
+        assert any(f"trace {trace} " in line and f"{name} = {value:g}" in line for line in below), (trace, name, below)
+
+
+def test_labels_the_summary_junit_and_exit_status_agree_under_a_gate() -> None:
+    # tool_call_validation scores 0.6 with a "pass" label (unknown tools are medium issues): under
+    # a 0.8 gate it fails, and every output says so
+    args = [str(SAMPLE), "-s", "tool_call_validation", "--fail-under", "0.8"]
+    table = score(*args)
+    assert table.returncode == 1
+    assert "0.6 fail" in table.stdout and "0.6 pass" not in table.stdout
+    xml = score(*args, "--format", "junit")
+    suite = ET.fromstring(xml.stdout)
+    failed = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is not None]
+    line = summary(xml)
+    assert int(line["failed"]) == len(failed) == int(suite.get("failures")) == 3  # 0.6, 0, 0.6
+    assert xml.returncode == 1
+    # a value at or above the gate passes whatever the scorer's label: 0.4 < 0.5 only
+    results = score(str(SAMPLE), "-s", "tool_result_verification", "--fail-under", "0.3", "--format", "junit")
+    assert results.returncode == 0 and summary(results)["failed"] == "0"
+    assert ET.fromstring(results.stdout).get("failures") == "0"
+
+
+def test_the_table_and_json_print_one_and_the_same_summary() -> None:
+    table = score(str(SAMPLE))
+    json_run = score(str(SAMPLE), "--format", "json")
+    (json_summary,) = [line for line in json_run.stderr.splitlines() if line.startswith("otel-toolscore: ")]
+    assert json_summary in table.stdout.splitlines()
+    assert "15 scores: 7 passed, 3 failed, 5 skipped, 0 errors" in json_summary
+
+
+def test_the_table_shows_trace_id_and_service_of_each_run() -> None:
+    proc = score(str(SAMPLE), env={"COLUMNS": "200"})
+    records = [json.loads(line) for line in score(str(SAMPLE), "--format", "json").stdout.splitlines()]
+    header = next(line for line in proc.stdout.splitlines() if "trace" in line and "agent" in line)
+    assert "service" in header
+    for record in records:
+        assert record["service_name"]
+        row = next(line for line in proc.stdout.splitlines() if record["trace_id"][:16] in line)
+        assert record["service_name"][:16] in row  # a long name folds onto the next line
+
+
+def test_skipped_says_how_to_set_an_expectation() -> None:
+    proc = score(str(SAMPLE))
+    (hint,) = [line for line in proc.stdout.splitlines() if line.strip().startswith("skipped:")]
+    for way in ("--expected-tool", "toolscore.expected_tool", "rules"):
+        assert way in hint
+    records = [json.loads(line) for line in score(str(SAMPLE), "--format", "json").stdout.splitlines()]
+    explanation = next(s["explanation"] for s in records[0]["scores"] if s["name"] == "tool_call_accuracy")
+    for way in ("--expected-tool", "toolscore.expected_tool", "rules"):
+        assert way in explanation
+
+
+def test_error_messages_are_one_line_in_ci_logs() -> None:
+    missing = "/nonexistent/" + "a-very-long-directory-name/" * 6 + "traces.json"
+    proc = score(missing)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and missing in lines[0], proc.stderr

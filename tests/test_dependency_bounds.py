@@ -1,5 +1,5 @@
 """tests/constraints-min.txt pins exactly the lower bounds pyproject.toml declares for the core
-dependencies, so that scripts/test's .venv-min step (core tests on those versions) tests the
+dependencies and the cli and grpc extras, so that scripts/test's .venv-min step (core tests on those versions) tests the
 bounds users get, and a bound raised in one place is raised in the other."""
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def _lower_bounds() -> dict[str, Version]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     out = {}
-    for line in project["dependencies"]:
+    # the core and the extras of other packages' code (cli: typer/rich, grpc: the gRPC exporter)
+    extras = project["optional-dependencies"]
+    for line in [*project["dependencies"], *extras["cli"], *extras["grpc"]]:
         req = Requirement(line)
         lows = [Version(s.version) for s in req.specifier if s.operator == ">="]
         if lows:

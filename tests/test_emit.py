@@ -225,8 +225,8 @@ def test_span_attributes_switch(make_emitter: Any) -> None:
 def test_evaluation_span_one_score(
     make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
 ) -> None:
-    span = make_emitter().evaluation_span(trajectory, [VALIDATION], agent_span)
-    assert span is not None and span.context is not None and agent_span.context is not None
+    (span,) = make_emitter().evaluation_spans(trajectory, [VALIDATION], agent_span)
+    assert span.context is not None and agent_span.context is not None
     assert span.name == "evaluation tool_call_validation"
     assert span.parent == agent_span.context
     assert span.context.trace_id == agent_span.context.trace_id
@@ -241,6 +241,7 @@ def test_evaluation_span_one_score(
     assert span.status.status_code is StatusCode.UNSET
     assert span.start_time is not None and span.start_time == span.end_time
     assert dict(span.attributes or {}) == {
+        "gen_ai.operation.name": "evaluation",
         "openinference.span.kind": "EVALUATOR",
         "gen_ai.evaluation.name": "tool_call_validation",
         "gen_ai.evaluation.score.value": 0.65,
@@ -254,70 +255,104 @@ def test_evaluation_span_one_score(
     }
 
 
-def test_evaluation_span_several_scores(
+def test_several_scores_are_one_span_each_searchable_by_gen_ai_evaluation_name(
     make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
 ) -> None:
     emitter = make_emitter(explanation_max_chars=8)
-    span = emitter.evaluation_span(trajectory, [ACCURACY, SKIPPED, ERROR], agent_span)
-    assert span is not None
-    assert span.name == "evaluation toolscore"
-    assert dict(span.attributes or {}) == {
-        "openinference.span.kind": "EVALUATOR",
-        "gen_ai.agent.name": AGENT,
-        "evaluations.0.evaluation.name": "tool_call_accuracy",
-        "evaluations.0.evaluation.score": 1.0,
-        "evaluations.0.evaluation.label": "pass",
-        "evaluations.0.evaluation.explanation": "Called …",
-        "evaluations.1.evaluation.name": "tool_call_accuracy",
-        "evaluations.1.evaluation.label": "skipped",
-        "evaluations.1.evaluation.explanation": "No expe…",
-        "evaluations.2.evaluation.name": "tool_result_verification",
-        "evaluations.2.evaluation.label": "error",
-        "evaluations.2.evaluation.explanation": "Scorer …",
-    }
+    spans = emitter.evaluation_spans(trajectory, [ACCURACY, SKIPPED, ERROR], agent_span)
+    assert [s.name for s in spans] == [
+        "evaluation tool_call_accuracy", "evaluation tool_call_accuracy", "evaluation tool_result_verification"]
+    assert len({s.context.span_id for s in spans}) == 3
+    assert all(s.parent == agent_span.context for s in spans)
+    assert [dict(s.attributes or {}) for s in spans] == [
+        {
+            "gen_ai.operation.name": "evaluation",
+            "openinference.span.kind": "EVALUATOR",
+            "gen_ai.agent.name": AGENT,
+            "gen_ai.evaluation.name": "tool_call_accuracy",
+            "gen_ai.evaluation.score.value": 1.0,
+            "gen_ai.evaluation.score.label": "pass",
+            "gen_ai.evaluation.explanation": "Called …",
+            "evaluations.0.evaluation.name": "tool_call_accuracy",
+            "evaluations.0.evaluation.score": 1.0,
+            "evaluations.0.evaluation.label": "pass",
+            "evaluations.0.evaluation.explanation": "Called …",
+        },
+        {
+            "gen_ai.operation.name": "evaluation",
+            "openinference.span.kind": "EVALUATOR",
+            "gen_ai.agent.name": AGENT,
+            "gen_ai.evaluation.name": "tool_call_accuracy",
+            "gen_ai.evaluation.score.label": "skipped",
+            "gen_ai.evaluation.explanation": "No expe…",
+            "evaluations.0.evaluation.name": "tool_call_accuracy",
+            "evaluations.0.evaluation.label": "skipped",
+            "evaluations.0.evaluation.explanation": "No expe…",
+        },
+        {
+            "gen_ai.operation.name": "evaluation",
+            "openinference.span.kind": "EVALUATOR",
+            "gen_ai.agent.name": AGENT,
+            "gen_ai.evaluation.name": "tool_result_verification",
+            "gen_ai.evaluation.score.label": "error",
+            "gen_ai.evaluation.explanation": "Scorer …",
+            "error.type": "RuntimeError",
+            "evaluations.0.evaluation.name": "tool_result_verification",
+            "evaluations.0.evaluation.label": "error",
+            "evaluations.0.evaluation.explanation": "Scorer …",
+        },
+    ]
+    # what a Jaeger/Tempo search "gen_ai.evaluation.name=… gen_ai.evaluation.score.label=fail" matches
+    found = [s for s in spans if s.attributes.get("gen_ai.evaluation.score.label") == "pass"
+             and s.attributes.get("gen_ai.evaluation.name") == "tool_call_accuracy"]
+    assert found == [spans[0]]
 
 
 def test_evaluation_span_error_score_has_error_type(
     make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
 ) -> None:
-    span = make_emitter().evaluation_span(trajectory, [ERROR], agent_span)
-    assert span is not None
+    (span,) = make_emitter().evaluation_spans(trajectory, [ERROR], agent_span)
     attributes = dict(span.attributes or {})
     assert attributes["error.type"] == "RuntimeError"
     assert "gen_ai.evaluation.score.value" not in attributes
     assert span.status.status_code is StatusCode.UNSET
 
 
-def test_evaluation_span_goes_through_a_real_exporter_and_encoder(
+def test_evaluation_spans_go_through_a_real_exporter_and_encoder(
     make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
 ) -> None:
-    span = make_emitter().evaluation_span(trajectory, [ACCURACY, VALIDATION], agent_span)
-    assert span is not None
+    spans = make_emitter().evaluation_spans(trajectory, [ACCURACY, VALIDATION], agent_span)
+    assert len(spans) == 2
     exporter = InMemorySpanExporter()
-    SimpleSpanProcessor(exporter).on_end(span)
-    assert exporter.get_finished_spans() == (span,)
-    request = encode_spans([span])
-    (encoded,) = request.resource_spans[0].scope_spans[0].spans
+    for span in spans:
+        SimpleSpanProcessor(exporter).on_end(span)
+    assert exporter.get_finished_spans() == tuple(spans)
+    request = encode_spans(spans)
+    encoded = request.resource_spans[0].scope_spans[0].spans
     assert agent_span.context is not None
-    assert encoded.parent_span_id == agent_span.context.span_id.to_bytes(8, "big")
+    assert len(encoded) == 2
+    for one in encoded:
+        assert one.parent_span_id == agent_span.context.span_id.to_bytes(8, "big")
+        assert one.links[0].span_id == one.parent_span_id
+        names = {kv.key: kv.value.string_value for kv in one.attributes}
+        assert names["gen_ai.operation.name"] == "evaluation"
     assert request.resource_spans[0].scope_spans[0].scope.name == "otel_toolscore"
-    assert encoded.links[0].span_id == encoded.parent_span_id
 
 
 def test_evaluation_span_switch_and_empty(
     make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
 ) -> None:
-    assert make_emitter(evaluation_spans=False).evaluation_span(
+    assert make_emitter(evaluation_spans=False).evaluation_spans(
         trajectory, [ACCURACY], agent_span
-    ) is None
-    assert make_emitter().evaluation_span(trajectory, [], agent_span) is None
+    ) == []
+    assert make_emitter().evaluation_spans(trajectory, [], agent_span) == []
 
 
 def test_each_evaluation_span_gets_a_new_id(
     make_emitter: Any, trajectory: Trajectory, agent_span: ReadableSpan
 ) -> None:
     emitter = make_emitter()
-    ids = {emitter.evaluation_span(trajectory, [ACCURACY], agent_span).context.span_id
+    ids = {emitter.evaluation_spans(trajectory, [ACCURACY], agent_span)[0].context.span_id
            for _ in range(20)}  # fmt: skip
     assert len(ids) == 20
 
@@ -721,7 +756,7 @@ def test_odd_details_and_spans_do_not_raise(
     emitter.emit_events(trajectory, [odd, odd2])
     assert len(log_exporter.get_finished_logs()) == 2  # run-level only
     unborn = ReadableSpan(name="no context")
-    assert emitter.evaluation_span(trajectory, [ACCURACY], unborn) is None
+    assert emitter.evaluation_spans(trajectory, [ACCURACY], unborn) == []
     assert emit_errors(reader) == {}
 
 

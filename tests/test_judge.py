@@ -36,6 +36,7 @@ from otel_toolscore.scorers.judge import (
     parse_output,
     run_sync,
 )
+from otel_toolscore.scorers.context_position import ContextAnswer
 from otel_toolscore.scorers.redaction import ContentBudget
 
 MODEL = "openai/judge-test"
@@ -147,7 +148,6 @@ def test_nothing_listening_is_judge_unavailable() -> None:
         lambda: ok({"verdicts": [{"verdict": "yes", "reason": "r"}]}),  # wrong count
         lambda: ok({"verdicts": [{"verdict": "maybe", "reason": "r"}, {"verdict": "no", "reason": "r"}]}),
         lambda: ok({"verdicts": [{"verdict": "yes"}, {"verdict": "no"}]}),  # missing field
-        lambda: ok({"verdicts": GOOD["verdicts"], "extra": 1}),
         lambda: ok(""),
     ],
 )
@@ -159,6 +159,25 @@ def test_invalid_output_reasks_once_then_errors(judge_server: JudgeServer, bad: 
     reask = judge_server.requests[1]["messages"]
     assert reask[:2] == judge_server.requests[0]["messages"]
     assert reask[-1]["content"].startswith("Your answer was invalid: ")
+
+
+def test_fields_nobody_asked_for_are_ignored_and_required_ones_stay_required(judge_server: JudgeServer) -> None:
+    chatty = {"verdicts": [{"verdict": "yes", "reason": "r", "confidence": 0.9},
+                           {"verdict": "no", "reason": "r", "notes": "weak match"}],
+              "confidence": "high", "notes": "two items"}
+    judge_server.script(ok(chatty))
+    score = context_scorer(judge_server).score(RUN)
+    assert score.error is None and score.value == 0.67
+    assert len(judge_server.requests) == 1  # accepted as it came: no re-ask
+    # what the judge is asked for is still exact: no extra keys, every key required
+    rf_less = judge_server.requests[0]["messages"][0]["content"]
+    assert '"additionalProperties":false' in rf_less
+
+    judge_server.script(ok({"verdicts": [{"verdict": "yes", "confidence": 1}, {"verdict": "no", "reason": "r"}],
+                            "notes": "x"}), ok({"verdicts": [{"verdict": "yes"}], "confidence": 1}))
+    missing = context_scorer(judge_server).score(RUN)
+    assert missing.value is None and missing.error == "judge_invalid_output"
+    assert "reason" in missing.explanation or "reason" in json.dumps(missing.details)
 
 
 def test_invalid_then_valid_output_scores(judge_server: JudgeServer) -> None:
@@ -192,12 +211,36 @@ def test_json_mode_with_schema_in_prompt_for_models_without_schema_support(judge
     assert score.details["judge_cost_usd"] is None  # litellm does not know this model's price
 
 
+def test_prompt_only_for_providers_that_take_no_response_format(judge_server: JudgeServer) -> None:
+    judge_server.script(ok(GOOD))
+    score = context_scorer(judge_server, structured_output="prompt").score(RUN)
+    body = judge_server.requests[0]
+    assert "response_format" not in body
+    assert "JSON Schema" in body["messages"][0]["content"] and score.value == 0.67
+
+
+@pytest.mark.parametrize(("model", "mode"), [
+    ("openai/gpt-4o-mini", "json_schema"),  # litellm: supports_response_schema
+    ("openai/judge-test", "json_object"),  # an OpenAI-compatible model litellm does not know
+    ("cohere/command-r", "prompt"),  # get_supported_openai_params: no response_format
+])
+def test_auto_asks_litellm_what_the_model_takes(model: str, mode: str) -> None:
+    client = JudgeClient(JudgeSettings(model=model))
+    assert client._supported_mode() == mode
+    response_format, in_prompt = client._response_format(ContextAnswer, "context")
+    assert (response_format or {}).get("type", "prompt") == mode
+    assert in_prompt is (mode != "json_schema")
+
+
 def test_json_schema_response_format_and_cost_for_known_models(judge_server: JudgeServer) -> None:
     judge_server.script(ok(GOOD, model="gpt-4o-mini", usage=(1000, 100)))
     score = context_scorer(judge_server, model=PRICED).score(RUN)
     rf = judge_server.requests[0]["response_format"]
     assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
     assert rf["json_schema"]["schema"]["properties"]["verdicts"]["type"] == "array"
+    # strict mode needs every object closed; the answer may still carry extra keys (ignored)
+    objects = [rf["json_schema"]["schema"], *rf["json_schema"]["schema"].get("$defs", {}).values()]
+    assert len(objects) >= 2 and all(o["additionalProperties"] is False for o in objects)
     assert "JSON Schema" not in judge_server.requests[0]["messages"][0]["content"]
     d = score.details
     assert d["judge_model"] == PRICED and d["cached"] is False

@@ -38,10 +38,29 @@ from otel_toolscore.scorers.redaction import (
         ("card 4111 1111 1111 1111 exp", "4111 1111 1111 1111", "card_number"),
         ("card 5500-0000-0000-0004", "5500-0000-0000-0004", "card_number"),
         ("amex 378282246310005.", "378282246310005", "card_number"),
+        # token shapes of real services (issue 18)
+        ("Log in with token tok_live_4f9a", "tok_live_4f9a", "api_key"),
+        ("stripe sk_test_51HxYzAbCdEf0123", "sk_test_51HxYzAbCdEf0123", "api_key"),
+        ("pk_live_9aZ", "pk_live_9aZ", None),  # too short to be a key: left alone
+        ("rk_prod_ab12cd", "rk_prod_ab12cd", "api_key"),
+        ("hook whsec_abcdefghijklmnop1234", "whsec_abcdefghijklmnop1234", "api_key"),
+        ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVP", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVP",
+         "jwt"),
+        ("gh ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
+        ("glpat-abcdefghij0123456789", "glpat-abcdefghij0123456789", "gitlab_token"),
+        ("slack xoxe.xoxp-1-abcdefghij12", "xoxe.xoxp-1-abcdefghij12", "slack_token"),
+        ("app xapp-1-A0123456789-abc", "xapp-1-A0123456789-abc", "slack_token"),
+        ("aws ASIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE", "aws_access_key"),
+        ("curl /x?token=ab12cd34", "ab12cd34", "secret"),
+        ('{"api_key": "k3y-123"}', "k3y-123", "secret"),
+        ("password: hunter2", "hunter2", "secret"),
     ],
 )
-def test_default_redaction(text: str, secret: str, kind: str) -> None:
+def test_default_redaction(text: str, secret: str, kind: str | None) -> None:
     out = default_redactor(text)
+    if kind is None:
+        assert out == text
+        return
     assert secret not in out
     assert f"[REDACTED:{kind}]" in out
 
@@ -55,6 +74,8 @@ def test_default_redaction(text: str, secret: str, kind: str) -> None:
         "sk-short",
         "https://example.com/path?a=b",
         "temperature 72°F at 10:30",
+        "call get_live_scores then run_test_case",  # identifiers that look like prefixed keys
+        "max_tokens=1024 and token: none",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:

@@ -70,11 +70,12 @@ def test_every_span_is_exported_exactly_once_under_overload(overload: dict[str, 
     assert r["duplicates"] == 0
     assert r["missing_first"] == [] and r["spans_exported"] == created
     assert r["sdk_span_drops"] == 0
-    # The processor's own spans too: one evaluation span per run the code scorers judged, one more
-    # per run the judge answered for (all exported after force_flush, before shutdown).
+    # The processor's own spans too: one evaluation span per score, of every code scorer for each
+    # run they judged and of the judge for each run it answered for (all exported after
+    # force_flush, before shutdown).
     judged = {name: r["accounting"][name]["total"] - r["accounting"][name]["dropped"] for name in ALL_SCORERS}
     assert len({judged[name] for name in CODE_SCORERS}) == 1  # the code scorers see the same runs
-    assert r["evaluation_spans_exported"] == judged[CODE_SCORERS[0]] + judged[LLM_SCORER] > 0
+    assert r["evaluation_spans_exported"] == sum(judged[name] for name in ALL_SCORERS) > 0
 
 
 def test_every_run_has_exactly_one_outcome_per_scorer_and_drops_are_counted(overload: dict[str, Any]) -> None:

@@ -38,7 +38,9 @@ EMAIL = "alice.private@example.com"
 CARD = "4111 1111 1111 1111"
 URL = "https://bob:hunter2pass@db.internal.example/x"
 BEARER = "Bearer eyJhbGciOiJIUzI1NiJ9.cGF5bG9hZA.c2ln"
-SECRETS = [API_KEY, EMAIL, CARD, "hunter2pass", "eyJhbGciOiJIUzI1NiJ9.cGF5bG9hZA.c2ln"]
+#: a short prefixed token in plain prose, the way users paste them (issue 18)
+USER_TOKEN = "tok_live_4f9a"
+SECRETS = [API_KEY, EMAIL, CARD, "hunter2pass", "eyJhbGciOiJIUzI1NiJ9.cGF5bG9hZA.c2ln", USER_TOKEN]
 
 TOOL_SCHEMA = {
     "type": "object",
@@ -97,7 +99,7 @@ def run_with_secrets(provider: TracerProvider) -> None:
     """A GenAI-convention run whose user input, tool arguments and tool result hold secrets."""
     tracer = provider.get_tracer("app")
     arguments = {"api_key": API_KEY, "owner": EMAIL, "card": CARD, "dsn": URL}
-    user = f"Look up the account of {EMAIL}, card {CARD}; auth header {BEARER}"
+    user = f"Look up the account of {EMAIL}, card {CARD}; auth header {BEARER}. Log in with token {USER_TOKEN}"
     with tracer.start_as_current_span("invoke_agent accounts", attributes={
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "accounts",
     }):

@@ -154,7 +154,11 @@ def test_live_sdk_scores_ride_on_the_agent_span() -> None:
     assert agent.attributes["toolscore.tool_call_accuracy.label"] == "pass"
     assert agent.attributes["toolscore.tool_call_validation.score"] == 1.0
     assert agent.attributes["toolscore.tool_result_verification.label"] == "pass"
-    assert len(p.exported()) == 4 + 1  # three app spans + the agent span, plus one evaluation span
+    # three app spans + the agent span, plus one evaluation span per score
+    evaluations = [s for s in p.exported() if s.attributes.get("gen_ai.operation.name") == "evaluation"]
+    assert sorted(e.name for e in evaluations) == [
+        "evaluation tool_call_accuracy", "evaluation tool_call_validation", "evaluation tool_result_verification"]
+    assert len(p.exported()) == 4 + 3
     provider.shutdown()
 
 
@@ -357,7 +361,7 @@ def test_a_raising_downstream_does_not_kill_the_worker() -> None:
     agents = [s for s in down.seen if s.name.startswith("invoke_agent")]
     assert len(agents) == 2  # each exactly once, and still scored although every forward raised
     assert all("toolscore.tool_call_validation.label" in s.attributes for s in agents)
-    assert sum(s.name.startswith("evaluation") for s in down.seen) == 2
+    assert sum(s.name.startswith("evaluation") for s in down.seen) == 2 * 3  # one per score of each run
     p.processor.shutdown()
 
 
@@ -778,5 +782,7 @@ def test_force_flush_is_true_over_a_downstream_whose_force_flush_returns_none() 
     provider.add_span_processor(p.processor)
     _agent_run(provider.get_tracer("app"))
     assert p.processor.force_flush(5_000) is True
-    assert len(plain.spans) == 5
+    # the run's four spans and its evaluation spans (one per score) all reached the downstream
+    assert len([s for s in plain.spans if not s.name.startswith("evaluation")]) == 4
+    assert len(plain.spans) == 4 + len(p.processor._engine.scorer_names)
     provider.shutdown()

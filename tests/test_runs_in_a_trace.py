@@ -70,8 +70,13 @@ def _agent_span(p: Pipeline, name: str) -> ReadableSpan:
 
 
 def _evaluated(p: Pipeline) -> Counter:
-    """How many evaluation spans each evaluated (agent) span got."""
-    return Counter(s.parent.span_id for s in p.exported() if s.name.startswith("evaluation"))
+    """How many times each evaluated (agent) span was scored: evaluation spans are one per score,
+    so a run scored once has each evaluation name once."""
+    per_name = Counter((s.parent.span_id, s.name) for s in p.exported() if s.name.startswith("evaluation"))
+    times: Counter = Counter()
+    for (parent, _name), n in per_name.items():
+        times[parent] = max(times[parent], n)
+    return times
 
 
 def test_supervisor_pausing_after_its_sub_agent_is_scored_on_all_its_tool_calls() -> None:

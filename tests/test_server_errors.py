@@ -332,8 +332,10 @@ def test_hold_timeout_defaults_to_decision_wait_plus_margin(monkeypatch: pytest.
     assert make(decision_wait=0.3, hold_timeout=1).settings.hold_timeout == 1
     monkeypatch.setenv("OTEL_TOOLSCORE_HOLD_TIMEOUT", "4")
     assert make(decision_wait=0.3).settings.hold_timeout == 4  # set in the environment: kept
+    # the app's bound, from the environment both share: counted from the end of the quiet wait
+    assert make(decision_wait=5).settings.hold_timeout == pytest.approx(9)
     with pytest.raises(ConfigError, match="must exceed decision_wait"):
-        make(decision_wait=5)
+        make(decision_wait=5, hold_timeout=4)  # the sidecar's own argument: its whole hold
     with pytest.raises(ConfigError, match="at least one receiver"):
         make(grpc_port=None, http_port=None)
 

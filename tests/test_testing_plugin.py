@@ -8,8 +8,12 @@ import os
 from importlib.metadata import entry_points
 from pathlib import Path
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the test extra installs tomli
+    import tomli as tomllib
+
 import pytest
-import tomllib
 from opentelemetry.trace import NoOpTracerProvider
 
 import otel_toolscore.testing as plugin

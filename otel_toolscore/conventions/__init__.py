@@ -56,6 +56,13 @@ def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
         return [read_span(s, i) for i, s in enumerate(spans)]
 
 
+def _service_name(span: ReadableSpan) -> str | None:
+    resource = getattr(span, "resource", None)
+    value = resource.attributes.get("service.name") if resource is not None else None
+    # the SDK's default for an app that never named itself says nothing about which app it was
+    return str(value) if value and not str(value).startswith("unknown_service") else None
+
+
 def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     """Read one span with every convention. Never raises: a reader failure is a recorded problem."""
     ctx = span.context
@@ -87,6 +94,8 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
         facts.problem(f"{key or 'a value inside an attribute'} was not read: {why}")
     if facts.role is None:
         facts.role = "other"
+    if facts.role == "agent":  # only run spans need it (reports show which app a run came from)
+        facts.service_name = _service_name(span)
     _read_failure(span, facts)
     if any(map(str.startswith, attrs, repeat(sc.TOOLSCORE_PREFIX))):
         for key, value in attrs.items():

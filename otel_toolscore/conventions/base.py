@@ -43,6 +43,12 @@ class SpanFacts:
     role: Role | None = None
     conventions: list[str] = field(default_factory=list)
     agent_name: str | None = None
+    #: the span's own name, for an agent span whose convention names no agent (an OpenInference
+    #: AGENT span without ``agent.name``): used only when no span of the run names one, so that
+    #: ``agent:`` rules still have a name to match
+    agent_name_fallback: str | None = None
+    #: ``service.name`` of the span's resource (which app the run came from, for reports)
+    service_name: str | None = None
     #: an agent-like span that never names an agent of its own (framework wrappers)
     run_input: str | None = None
     run_output: str | None = None

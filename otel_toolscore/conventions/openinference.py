@@ -25,6 +25,8 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
         facts.set_role("agent")
         if facts.agent_name is None and attrs.get(sc.OI_AGENT_NAME):
             facts.agent_name = str(attrs[sc.OI_AGENT_NAME])
+        elif span.name:
+            facts.agent_name_fallback = span.name
         _read_run_io(attrs, facts)
     elif kind == sc.OI_KIND_CHAIN and span.parent is None:
         # LangGraph and LangChain runs are rooted at a CHAIN named after the graph.

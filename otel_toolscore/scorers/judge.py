@@ -36,6 +36,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from otel_toolscore.extras import check, require
 from otel_toolscore.scorers.base import Score, Scorer, ScorerConfigError, ScorerKind, ScoringError
 from otel_toolscore.scorers.redaction import ContentBudget, DataBlocks, Redactor, make_redactor
 from otel_toolscore.trajectory import Trajectory
@@ -72,8 +73,10 @@ class JudgeSettings(BaseModel):
     requests_per_second: float | None = Field(default=None, gt=0)
     cost_cap_usd_per_hour: float | None = Field(default=None, ge=0)
     cache_size: int = Field(default=2048, ge=0)
-    #: auto: JSON-schema response format where litellm says the model supports it, else JSON mode
-    structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    #: auto: the JSON-schema response format where litellm says the model supports it, else JSON
+    #: mode where the provider takes a response_format, else none; but json_schema, the schema
+    #: is also written into the prompt (the fallback every model understands)
+    structured_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     temperature: float = 0.0
 
 
@@ -134,9 +137,15 @@ Flag = Annotated[bool, BeforeValidator(_flag), Field(strict=True)]
 
 
 class JudgeOutput(BaseModel):
-    """Base of every judge answer model: unknown keys are invalid (the schema says so too)."""
+    """Base of every judge answer model.
 
-    model_config = ConfigDict(extra="forbid")
+    Strict in what it asks, lenient in what it accepts: the schema the judge is sent says
+    ``additionalProperties: false`` (OpenAI's strict JSON-schema mode requires it), but a key
+    nobody asked for (real models add ``confidence``, ``notes``) is ignored rather than failing
+    the evaluation; a missing or malformed required key is still invalid.
+    """
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": False})
 
 
 def expect_count(items: list[Any], expected: int, what: str) -> None:
@@ -246,7 +255,7 @@ class LRUCache:
         return len(self._data)
 
 
-def request_key(model: str, messages: list[dict[str, str]], response_format: dict[str, Any]) -> str:
+def request_key(model: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> str:
     blob = json.dumps([model, messages, response_format], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -311,7 +320,7 @@ def _import_litellm() -> Any:
     # processor must not make surprise network calls (or wait on them offline). Users who want
     # the live map can set the variable to False themselves.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    litellm = require("litellm", "judge", "an LLM-judged scorer")
 
     # litellm prints "Give Feedback / Get Help" banners to stdout on errors; they would corrupt
     # the CLI's JSON output. It only silences those banners.
@@ -330,6 +339,9 @@ class JudgeClient:
     """Asks a judge model one structured question at a time (see ``ask``)."""
 
     def __init__(self, settings: JudgeSettings, *, on_judge: OnJudge | None = None) -> None:
+        # Configuring a judge without litellm fails here, naming the extra, rather than as an
+        # error evaluation on every run later.
+        check("litellm", "judge", "an LLM-judged scorer")
         self.settings = settings
         #: called after every HTTP attempt with (duration_s, cost_usd or None, model), on the
         #: judge loop's thread; the engine sets it to ``Emitter.record_judge``
@@ -342,7 +354,7 @@ class JudgeClient:
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
-        self._schema_support: bool | None = None
+        self._mode: str | None = None  # structured output litellm says the model supports
 
     # -- public --
     async def ask(
@@ -413,23 +425,33 @@ class JudgeClient:
         return result
 
     # -- structured output --
-    def _response_format(self, output: type[BaseModel], name: str) -> tuple[dict[str, Any], bool]:
-        """The response_format to send, and whether the schema must also go into the prompt."""
+    def _response_format(self, output: type[BaseModel], name: str) -> tuple[dict[str, Any] | None, bool]:
+        """The response_format to send (None: none), and whether the schema must also go into
+        the prompt."""
         mode = self.settings.structured_output
         if mode == "auto":
-            mode = "json_schema" if self._supports_schema() else "json_object"
+            mode = self._supported_mode()
         if mode == "json_schema":
             return {"type": "json_schema", "json_schema": {"name": name, "schema": _schema(output), "strict": True}}, False
-        return {"type": "json_object"}, True
+        if mode == "json_object":
+            return {"type": "json_object"}, True
+        return None, True
 
-    def _supports_schema(self) -> bool:
-        if self._schema_support is None:
+    def _supported_mode(self) -> str:
+        """What litellm says the model takes: json_schema, json_object (the provider accepts a
+        response_format) or prompt (it would reject one). Asked once per client."""
+        if self._mode is None:
             litellm = _import_litellm()
             try:
-                self._schema_support = bool(litellm.supports_response_schema(model=self.settings.model))
-            except Exception:  # noqa: BLE001 - unknown model: JSON mode is the safe choice
-                self._schema_support = False
-        return self._schema_support
+                if litellm.supports_response_schema(model=self.settings.model):
+                    self._mode = "json_schema"
+                else:
+                    _, provider, _, _ = litellm.get_llm_provider(self.settings.model)
+                    params = litellm.get_supported_openai_params(model=self.settings.model, custom_llm_provider=provider)
+                    self._mode = "json_object" if "response_format" in (params or []) else "prompt"
+            except Exception:  # noqa: BLE001 - a model litellm does not know: JSON mode, the common case
+                self._mode = "json_object"
+        return self._mode
 
     # -- the call, with limits and retries --
     def _semaphore(self) -> asyncio.Semaphore:
@@ -440,7 +462,7 @@ class JudgeClient:
         return sem
 
     async def _complete(
-        self, messages: list[dict[str, str]], response_format: dict[str, Any], usage: JudgeUsage
+        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None, usage: JudgeUsage
     ) -> str | None:
         s = self.settings
         _import_litellm()  # a first import takes seconds: never inside an attempt's deadline
@@ -486,19 +508,20 @@ class JudgeClient:
                 return _content(response)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    async def _acompletion(self, messages: list[dict[str, str]], response_format: dict[str, Any]) -> Any:
+    async def _acompletion(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> Any:
         litellm = _import_litellm()
         s = self.settings
         kwargs: dict[str, Any] = {
             "model": s.model,
             "messages": messages,
             "temperature": s.temperature,
-            "response_format": response_format,
             "timeout": s.timeout_s,
             # litellm's and the provider SDK's own retries off: ours are bounded and testable
             "num_retries": 0,
             "max_retries": 0,
         }
+        if response_format is not None:  # a provider without the parameter would reject it
+            kwargs["response_format"] = response_format
         if s.api_base:
             kwargs["api_base"] = s.api_base
         if s.api_key is not None:

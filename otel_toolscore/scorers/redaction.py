@@ -86,6 +86,27 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
         ),
         r"\1" + _mark("secret"),
     ),
+    # Token shapes of real services (issue 18), each linear: a fixed prefix, then one character
+    # class that cannot overlap what follows it.
+    # Prefixed live/test keys (Stripe sk_live_/pk_test_/rk_live_, tok_live_… and the many
+    # services that copied the shape), however short the rest, as long as it holds a digit:
+    # identifiers like get_live_scores or run_test_case stay readable.
+    (re.compile(r"\b[a-z]{2,8}_(?:live|test|prod)_(?=[A-Za-z0-9]{4})[A-Za-z]*\d[A-Za-z0-9]*"), _mark("api_key")),
+    (re.compile(r"\bwhsec_[A-Za-z0-9]{16,}"), _mark("api_key")),
+    # JWTs: base64url header and payload (both JSON objects, so "eyJ"), optional signature.
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]{6,}\.eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*"), _mark("jwt")),
+    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), _mark("gitlab_token")),
+    # Slack tokens of every kind (xoxb, xoxp, xoxe, xoxc, xapp), refresh tokens' "xoxe.xoxp-" too.
+    (re.compile(r"\b(?:xox[a-z](?:\.xox[a-z])?|xapp)-[A-Za-z0-9\-]{10,}"), _mark("slack_token")),
+    # token=/api_key:/password= assignments whose value is shorter than the rule above takes.
+    (
+        re.compile(
+            r"(?i)((?:api[_\-]?key|apikey|access[_\-]?key|secret[_\-]?key|client[_\-]?secret|"
+            r"secret|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|token|password|passwd|pwd)"
+            r"[\"']?[ \t]*[:=][ \t]*[\"']?)([A-Za-z0-9_\-./+=]{6,})"
+        ),
+        r"\1" + _mark("secret"),
+    ),
     (re.compile(r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9.\-]{1,255}\.[A-Za-z]{2,63}\b"), _mark("email")),
     (re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"), _card),
 ]

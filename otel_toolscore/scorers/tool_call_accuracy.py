@@ -103,8 +103,10 @@ class ToolCallAccuracy(Scorer):
         if not expectation.present:
             return Score.skipped(
                 self.name,
-                "No expected tool for this run (no scorer option and no "
-                "toolscore.expected_tool / toolscore.expected_tool_order attribute).",
+                "No expected tool for this run. Set one with a rule in the config file "
+                "(rules: [{agent: REGEX, expected_tool: NAME}]), the toolscore.expected_tool / "
+                "toolscore.expected_tool_order attribute on the agent span, or the scorer's "
+                "expected_tool option (score --expected-tool).",
                 details={"expectation_source": None},
             )
         return judge(self.name, trajectory, expectation)

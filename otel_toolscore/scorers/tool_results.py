@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field

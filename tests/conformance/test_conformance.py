@@ -40,6 +40,25 @@ def _corpus(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 CASES = _corpus(SHARED) + _corpus(CAPTURES)
 
 
+def _pending(path: Path) -> str | None:
+    """Why the readers cannot reconstruct this capture yet, from ``pending.json`` beside it
+    (``{"<scenario>": reason}`` or ``{"*": reason}`` for every scenario of the stack)."""
+    pending = path.parent / "pending.json"
+    if not pending.is_file():
+        return None
+    reasons = json.loads(pending.read_text())
+    return reasons.get(path.stem) or reasons.get("*")
+
+
+def _with_pending(cases: list[tuple[Path, dict[str, Any]]]) -> list[Any]:
+    # strict: a capture that starts being read exactly fails until its pending entry is removed
+    return [
+        pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=reason)) if (reason := _pending(case[0]))
+        else case
+        for case in cases
+    ]
+
+
 def _id(case: tuple[Path, dict[str, Any]]) -> str:
     path = case[0]
     return f"{path.parent.parent.name}/{path.parent.name}/{path.stem}"
@@ -64,7 +83,7 @@ def test_corpus_is_present() -> None:
     assert _corpus(CAPTURES), "the repository's own captures are missing (run tests/conformance/generator.py)"
 
 
-@pytest.mark.parametrize("case", CASES, ids=_id)
+@pytest.mark.parametrize("case", _with_pending(CASES), ids=_id)
 def test_trajectory_matches_ground_truth(case: tuple[Path, dict[str, Any]]) -> None:
     path, label = case
     traj = _top_run(path)

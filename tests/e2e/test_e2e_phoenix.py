@@ -54,26 +54,33 @@ def test_phoenix_shows_scores_on_the_agent_span_and_the_evaluation_span(phoenix:
 
     deadline = time.monotonic() + 60
     spans = _spans(phoenix)
-    while time.monotonic() < deadline and sum(s["span_kind"] == "EVALUATOR" for s in spans) < 5:
+    while time.monotonic() < deadline and sum(s["span_kind"] == "EVALUATOR" for s in spans) < 15:
         time.sleep(0.5)
         spans = _spans(phoenix)
 
     agents = [s for s in spans if s["span_kind"] == "AGENT"]
     evaluations = [s for s in spans if s["span_kind"] == "EVALUATOR"]
-    assert len(agents) == 5 and len(evaluations) == 5, [(s["name"], s["span_kind"]) for s in spans]
+    # one evaluation span per score: 5 runs × 3 code scorers
+    assert len(agents) == 5 and len(evaluations) == 15, [(s["name"], s["span_kind"]) for s in spans]
     by_id = {s["context"]["span_id"]: s for s in agents}
-    verdicts = []
+    per_agent: dict[str, dict[str, dict]] = {}
     for evaluation in evaluations:
         agent = by_id[evaluation["parent_id"]]  # a child of the agent span …
         assert evaluation["context"]["trace_id"] == agent["context"]["trace_id"]  # … in its trace
-        assert evaluation["name"] == "evaluation toolscore"
+        attrs = evaluation["attributes"]
+        assert evaluation["name"] == f"evaluation {attrs['gen_ai.evaluation.name']}"
+        assert attrs["gen_ai.operation.name"] == "evaluation"
+        per_agent.setdefault(evaluation["parent_id"], {})[attrs["gen_ai.evaluation.name"]] = attrs
+    verdicts = []
+    for span_id, agent in by_id.items():
         attrs = agent["attributes"]
         for scorer in ("tool_call_accuracy", "tool_call_validation", "tool_result_verification"):
             assert isinstance(attrs[f"toolscore.{scorer}.score"], float)
             assert attrs[f"toolscore.{scorer}.label"] in ("pass", "fail")
-            # the same verdicts in OpenInference's evaluations.{i} form on the evaluation span
-            index = next(i for i in range(3) if evaluation["attributes"][f"evaluations.{i}.evaluation.name"] == scorer)
-            assert evaluation["attributes"][f"evaluations.{index}.evaluation.score"] == attrs[f"toolscore.{scorer}.score"]
+            # the same verdict in the GenAI and OpenInference forms on its evaluation span
+            evaluation = per_agent[span_id][scorer]
+            assert evaluation["gen_ai.evaluation.score.value"] == attrs[f"toolscore.{scorer}.score"]
+            assert evaluation["evaluations.0.evaluation.score"] == attrs[f"toolscore.{scorer}.score"]
         verdicts.append((attrs["toolscore.expected_tool"], attrs["toolscore.tool_call_accuracy.label"],
                          attrs["toolscore.tool_call_validation.label"], attrs["toolscore.tool_result_verification.label"]))
     assert sorted(verdicts) == sorted([

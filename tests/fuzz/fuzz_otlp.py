@@ -233,9 +233,7 @@ def _score(spans: Sequence[ReadableSpan]) -> None:
             unexpected = score.error is not None and score.error == score.details.get("exception")
             assert not unexpected, f"scorer {score.name} raised on decoded input: {score.explanation}"
         _EMITTER.span_attributes(result.scores)
-        evaluation = _ENGINE.emit(result, by_id.get(result.trajectory.span_id or ""))
-        if evaluation is not None:
-            evaluations.append(evaluation)
+        evaluations.extend(_ENGINE.emit(result, by_id.get(result.trajectory.span_id or "")))
     if evaluations:
         encode_spans(evaluations).SerializeToString()
     records = _LOGS.get_finished_logs()
