@@ -66,7 +66,7 @@ def run_pool(n: int = POOL, span_count: int = 10) -> list[Any]:
 
 def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """One measurement in this process: create and end n_spans spans, time the app thread."""
-    from otel_toolscore.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
     pool = run_pool()
     exporter = CountingExporter()
@@ -162,7 +162,7 @@ class _PassThrough(SpanProcessor):
 
 
 def calls(n_spans: int, telemetry: str, isolated: bool, overrides: dict[str, Any]) -> dict[str, Any]:
-    from otel_toolscore.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
     pool = run_pool()
     mp, lp, _ = telemetry_providers(telemetry)

@@ -140,7 +140,7 @@ def _outcomes(reader: Any) -> dict[str, int]:
 def app_once(scenario: str, url: str | None, runs: int, rate: float) -> dict[str, Any]:
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from otel_toolscore.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
     from otel_toolscore.scorers import get_scorer
     from otel_toolscore.scorers.base import build_scorers
 

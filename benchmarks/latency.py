@@ -67,7 +67,7 @@ def run_and_time_end(tracer: trace.Tracer, specs: Sequence[SpanSpec]) -> tuple[i
 
 
 def measure(rate: float, seconds: float, telemetry: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    from otel_toolscore.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
     n_runs = int(rate * seconds)
     pool = [genai_run(10, seed=i) for i in range(min(n_runs, 2_000))]

@@ -234,7 +234,7 @@ def build_pipeline(cfg: LoadConfig, judge_url: str | None, capacity: int) -> Pip
         provider.add_span_processor(downstream)
         return Pipeline(provider, provider.get_tracer(APP_SCOPE), None, exporter, reader, meter_provider,
                         logger_provider)
-    from otel_toolscore.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
     judge_options = {"model": JUDGE_MODEL, "api_base": judge_url, "api_key": "sk-load-test",
                      "max_concurrency": cfg.judge_concurrency, "timeout_s": max(30.0, 4 * cfg.judge_delay),

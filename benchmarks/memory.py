@@ -81,7 +81,7 @@ class _Sampler(threading.Thread):
 
 def storm(config: str, n_spans: int, huge: int, huge_spans: int, ttl: float, telemetry: str,
           overrides: dict[str, Any]) -> dict[str, Any]:
-    from otel_toolscore.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
     pool = [genai_run(10, seed=i) for i in range(500)]
     exporter = CountingExporter()

@@ -8,7 +8,7 @@ description, to ``benchmarks/results/<UTC time>.json`` (``--out`` to choose).
     throughput  completed runs scored per second per core (fixtures; 10…1000-span runs)
     latency     agent span end → scored agent span downstream, p50/p99, open loop
     memory      RSS under a storm of spans from traces that never complete
-    sidecar     spans/s through ``otel-toolscore serve`` over OTLP gRPC and HTTP (needs server.py)
+    sidecar     spans/s through ``otel-toolscore serve`` over OTLP gRPC and HTTP (needs the serve extra)
 
 Full run: about 15 minutes on 2 cores; ``--quick``: about 4.
 """
@@ -33,7 +33,7 @@ ALL = ("hotpath", "throughput", "latency", "memory", "sidecar")
 
 def _sidecar_available() -> bool:
     try:
-        from otel_toolscore.server import ToolScoreServer  # noqa: F401
+        from otel_toolscore.runtime.serve.server import ToolScoreServer  # noqa: F401
     except ImportError:
         return False
     return True
@@ -73,8 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {report['machine']}")
     for name in names:
         if name == "sidecar" and not _sidecar_available():
-            print("== sidecar: not measured (otel_toolscore.server.ToolScoreServer is not there)")
-            report["benchmarks"][name] = {"skipped": "needs otel_toolscore.server.ToolScoreServer"}
+            print("== sidecar: not measured (otel_toolscore.runtime.serve.server.ToolScoreServer is not there)")
+            report["benchmarks"][name] = {"skipped": "needs otel_toolscore.runtime.serve.server.ToolScoreServer"}
             continue
         report["benchmarks"][name] = run_one(name, args.quick, [])
     out = args.out or ROOT / "benchmarks" / "results" / (

@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from benchmarks.common import emit_json, machine, summary, telemetry_providers
 from benchmarks.workload import fixture_runs, genai_run, readable_run
 from otel_toolscore.conventions import classify
-from otel_toolscore.processor import ToolScoreSpanProcessor, _Held, _Ready
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor, _Held, _Ready
 
 SIZES = (10, 50, 100, 500, 1000)
 

@@ -1,42 +1,56 @@
-"""otel-toolscore: score AI-agent tool use from OpenTelemetry spans."""
+"""otel-toolscore: score AI-agent tool use from OpenTelemetry spans.
+
+The data flows one way through the stages, one subpackage or module each:
+``ingest`` (OTLP in) -> ``conventions`` (read a span) -> ``assemble`` (spans to ``trajectory``)
+-> ``scorers`` -> ``outputs`` (OpenTelemetry, reports); ``runtime`` runs them in an app, a sidecar or offline.
+
+The public names below load on first use (PEP 562), so importing one submodule, or this package
+for ``__version__``, does not load the whole pipeline.
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"  # before the imports: submodules read it while the package initialises
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from otel_toolscore import scorers
-from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.bootstrap import InstallError, install
-from otel_toolscore.config import ToolScoreSettings, load_settings
-from otel_toolscore.otlp import load_otlp, read_otlp_json
-from otel_toolscore.processor import ToolScoreSpanProcessor
-from otel_toolscore.replay import replay, replay_file
-from otel_toolscore.scorers.base import Score, Scorer
-from otel_toolscore.trajectory import (
-    Document,
-    LLMCall,
-    Message,
-    Retrieval,
-    ToolCall,
-    ToolDefinition,
-    Trajectory,
-)
+from otel_toolscore._version import __version__
 
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "build_trajectories": "otel_toolscore.assemble",
+    "load_otlp": "otel_toolscore.ingest.otlp",
+    "read_otlp_json": "otel_toolscore.ingest.otlp",
+    "InstallError": "otel_toolscore.runtime.bootstrap",
+    "install": "otel_toolscore.runtime.bootstrap",
+    "ToolScoreSpanProcessor": "otel_toolscore.runtime.processor",
+    "replay": "otel_toolscore.runtime.replay",
+    "replay_file": "otel_toolscore.runtime.replay",
+    "ToolScoreSettings": "otel_toolscore.config",
+    "load_settings": "otel_toolscore.config",
+    "Score": "otel_toolscore.scorers.base",
+    "Scorer": "otel_toolscore.scorers.base",
+    "Document": "otel_toolscore.trajectory",
+    "LLMCall": "otel_toolscore.trajectory",
+    "Message": "otel_toolscore.trajectory",
+    "Retrieval": "otel_toolscore.trajectory",
+    "ToolCall": "otel_toolscore.trajectory",
+    "ToolDefinition": "otel_toolscore.trajectory",
+    "Trajectory": "otel_toolscore.trajectory",
+}
 
-__all__ = [
-    "InstallError",
-    "Score",
-    "Scorer",
-    "ToolScoreSettings",
-    "ToolScoreSpanProcessor",
-    "install",
-    "load_settings",
-    "replay",
-    "replay_file",
-    "scorers",
+__all__ = [  # noqa: RUF022 -- grouped by stage, as _EXPORTS
     "build_trajectories",
     "load_otlp",
     "read_otlp_json",
+    "InstallError",
+    "install",
+    "ToolScoreSpanProcessor",
+    "replay",
+    "replay_file",
+    "ToolScoreSettings",
+    "load_settings",
+    "Score",
+    "Scorer",
     "Document",
     "LLMCall",
     "Message",
@@ -44,5 +58,41 @@ __all__ = [
     "ToolCall",
     "ToolDefinition",
     "Trajectory",
+    "scorers",
     "__version__",
 ]
+assert set(__all__) == set(_EXPORTS) | {"scorers", "__version__"}
+
+if TYPE_CHECKING:  # the static view of the same names, for type checkers and IDEs
+    from otel_toolscore import scorers
+    from otel_toolscore.assemble import build_trajectories
+    from otel_toolscore.config import ToolScoreSettings, load_settings
+    from otel_toolscore.ingest.otlp import load_otlp, read_otlp_json
+    from otel_toolscore.runtime.bootstrap import InstallError, install
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.replay import replay, replay_file
+    from otel_toolscore.scorers.base import Score, Scorer
+    from otel_toolscore.trajectory import (
+        Document,
+        LLMCall,
+        Message,
+        Retrieval,
+        ToolCall,
+        ToolDefinition,
+        Trajectory,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "scorers":
+        return import_module("otel_toolscore.scorers")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'otel_toolscore' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

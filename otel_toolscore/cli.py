@@ -16,8 +16,8 @@ from rich.markup import escape
 
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.extras import MissingExtraError
-from otel_toolscore.otlp import OtlpDecodeError, load_otlp
-from otel_toolscore.report import (
+from otel_toolscore.ingest.otlp import OtlpDecodeError, load_otlp
+from otel_toolscore.outputs.report import (
     ScoredRun,
     ScoreProgress,
     gate_failures,
@@ -234,7 +234,7 @@ def score(
 ) -> None:
     """Rebuild every agent run in the given traces and score it."""
     from otel_toolscore.config import ConfigError, load_settings
-    from otel_toolscore.engine import apply_rules
+    from otel_toolscore.runtime.engine import apply_rules
 
     try:
         # The app's and the sidecar's own settings, so that a CI replay scores as production does.
@@ -310,7 +310,7 @@ def score(
 
 def _print_version(value: bool) -> None:
     if value:
-        from otel_toolscore import __version__
+        from otel_toolscore._version import __version__
 
         print(f"otel-toolscore {__version__}")
         raise typer.Exit()
@@ -359,7 +359,7 @@ def serve(
     import logging
 
     from otel_toolscore.config import ConfigError
-    from otel_toolscore.server import ServerAddresses, ToolScoreServer, parse_header_items
+    from otel_toolscore.runtime.serve.server import ServerAddresses, ToolScoreServer, parse_header_items
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -52,8 +52,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from otel_toolscore import semconv
-from otel_toolscore.bootstrap import install
-from otel_toolscore.report import _SHORT, _cell, _issues
+from otel_toolscore.runtime.bootstrap import install
+from otel_toolscore.outputs.report import _SHORT, _cell, _issues
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers
 from otel_toolscore.trajectory import Trajectory
 
@@ -678,7 +678,7 @@ def _run_agents(options: DemoOptions, console: Console, examples: ModuleType, ph
 
 
 def _summary(console: Console, scenarios: list[dict], runs: _Runs) -> int:
-    """Runs × scores (report.py's cells), then what each run was meant to show and its issues."""
+    """Runs × scores (outputs/report.py's cells), then what each run was meant to show and its issues."""
     names: list[str] = []
     for _, scores in runs.by_input.values():
         for s in scores:

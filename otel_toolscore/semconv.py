@@ -174,7 +174,7 @@ def toolscore_attr(scorer: str, field: str) -> str:
     return f"{TOOLSCORE_PREFIX}{scorer}.{field}"
 
 
-# --- What otel-toolscore emits (emit.py) ------------------------------------------------------
+# --- What otel-toolscore emits (outputs/otel.py) ------------------------------------------------------
 #: instrumentation scope of every log record, metric and evaluation span this package emits
 INSTRUMENTATION_SCOPE = "otel_toolscore"
 

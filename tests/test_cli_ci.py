@@ -15,7 +15,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from otel_toolscore.report import ScoreProgress
+from otel_toolscore.outputs.report import ScoreProgress
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"

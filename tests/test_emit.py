@@ -1,4 +1,4 @@
-"""emit.py against the real SDK pieces: in-memory metric reader, log exporter, span exporter and
+"""outputs/otel.py against the real SDK pieces: in-memory metric reader, log exporter, span exporter and
 the OTLP encoders. Exact names, attributes, values and parenting; each switch turns its output
 off; nothing raises."""
 
@@ -38,7 +38,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import otel_toolscore
 from otel_toolscore.config import ToolScoreSettings
-from otel_toolscore.emit import SCORE_BUCKETS, Emitter, truncate
+from otel_toolscore.outputs.otel import SCORE_BUCKETS, Emitter, truncate
 from otel_toolscore.scorers import ToolCallValidation
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.trajectory import ToolCall, Trajectory
@@ -601,7 +601,7 @@ def test_metric_attributes_carry_no_content(
 def test_invented_tool_names_are_bounded(
     make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("otel_toolscore.emit.MAX_TOOL_NAMES", 2)
+    monkeypatch.setattr("otel_toolscore.outputs.otel.MAX_TOOL_NAMES", 2)
     issue = [{"type": "tool_not_found", "severity": "critical"}]
     score = Score(name="tool_call_validation", value=0.0, label="fail", details={"tool_calls": [
         {"name": f"made_up_{i}", "score": 0.0, "issues": issue} for i in range(5)
@@ -762,11 +762,11 @@ def test_odd_details_and_spans_do_not_raise(
 
 def test_uses_global_providers_by_default(monkeypatch: Any, reader: InMemoryMetricReader) -> None:
     provider = MeterProvider(metric_readers=[reader])
-    monkeypatch.setattr("otel_toolscore.emit.get_meter_provider", lambda: provider)
+    monkeypatch.setattr("otel_toolscore.outputs.otel.get_meter_provider", lambda: provider)
     exporter = InMemoryLogRecordExporter()
     logs = LoggerProvider()
     logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
-    monkeypatch.setattr("otel_toolscore.emit.get_logger_provider", lambda: logs)
+    monkeypatch.setattr("otel_toolscore.outputs.otel.get_logger_provider", lambda: logs)
     emitter = Emitter(ToolScoreSettings())
     emitter.count_evaluation("x", "dropped")
     emitter.emit_events(

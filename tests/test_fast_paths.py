@@ -189,9 +189,9 @@ def test_extract_facts_on_fixture_texts(path: Path) -> None:
 
 
 def test_traces_no_scorer_samples_are_not_assembled(monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_toolscore import engine as engine_module
+    from otel_toolscore.runtime import engine as engine_module
     from otel_toolscore.config import load_settings
-    from otel_toolscore.emit import Emitter
+    from otel_toolscore.outputs.otel import Emitter
 
     settings_ = load_settings(default_sample_rate=0.0, metrics=False, events=False)
     eng = engine_module.Engine(settings_, None, Emitter(settings_))
@@ -219,7 +219,7 @@ class _Hanging(Scorer):
 
 
 def test_holds_are_released_on_time_while_others_were_scored_in_between() -> None:
-    from otel_toolscore.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
     exporter = InMemorySpanExporter()
     processor = ToolScoreSpanProcessor(SimpleSpanProcessor(exporter), [_Hanging(0.6)], hold_timeout=0.3,

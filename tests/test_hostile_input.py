@@ -47,10 +47,10 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, TraceFlag
 
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.conventions.parsing import MAX_DEPTH, MAX_PARSE_CHARS
-from otel_toolscore.processor import ToolScoreSpanProcessor
-from otel_toolscore.report import ScoredRun, json_lines, junit
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
+from otel_toolscore.outputs.report import ScoredRun, json_lines, junit
 from otel_toolscore.scorers.base import build_scorers, run_scorers
-from otel_toolscore.server import ToolScoreServer
+from otel_toolscore.runtime.serve.server import ToolScoreServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "fixtures" / "traces"
@@ -217,7 +217,7 @@ def _render_everything(runs: list[ScoredRun]) -> None:
     """The CLI's three renderings; each must succeed on whatever the trajectories hold."""
     from rich.console import Console
 
-    from otel_toolscore.report import table
+    from otel_toolscore.outputs.report import table
 
     buf = io.StringIO()
     json_lines(runs, buf)

@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-from otel_toolscore.otlp import load_otlp
+from otel_toolscore.ingest.otlp import load_otlp
 
 APP = Path(__file__).resolve().parent / "data" / "install_app.py"
 
@@ -129,7 +129,7 @@ def test_a_mistyped_setting_is_a_clear_error_naming_the_variable(variable: str, 
 
 
 def test_otel_sdk_variables_unit() -> None:
-    from otel_toolscore import otel_env
+    from otel_toolscore.runtime import otel_env
 
     env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "http/protobuf",
            "OTEL_METRICS_EXPORTER": "console, otlp"}

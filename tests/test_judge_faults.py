@@ -55,7 +55,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from trajectory_factory import make_trajectory
 
 from otel_toolscore import semconv
-from otel_toolscore.processor import ToolScoreSpanProcessor
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers import get_scorer
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.scorers.judge import LLMScorer, _import_litellm, run_sync

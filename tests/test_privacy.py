@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_toolscore.processor import ToolScoreSpanProcessor
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
 try:  # renamed in recent SDK releases
     from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter as InMemoryLogExporter
@@ -296,7 +296,7 @@ def test_code_scorers_open_no_connection(tmp_path: Path) -> None:
 def test_explanations_with_lone_surrogates_still_encode() -> None:
     """A custom scorer's explanation cut inside an emoji must not cost the evaluation its export."""
     from otel_toolscore.config import ToolScoreSettings
-    from otel_toolscore.emit import Emitter
+    from otel_toolscore.outputs.otel import Emitter
     from otel_toolscore.scorers.base import Score
 
     emitter = Emitter(ToolScoreSettings(metrics=False, events=False))

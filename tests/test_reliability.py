@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_toolscore.processor import ToolScoreSpanProcessor
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers.base import Score, Scorer
 
 try:  # renamed in recent SDK releases
@@ -694,7 +694,7 @@ PRELUDE = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-    from otel_toolscore.processor import ToolScoreSpanProcessor
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
     from otel_toolscore.scorers.base import Score, Scorer
     from test_reliability import App
 

@@ -196,7 +196,7 @@ def test_the_explanation_that_leaves_the_process_names_the_fact_and_its_sentence
     """The agent span's explanation attribute is cut at ``explanation_max_chars``: the evidence
     comes first, so a person paged sees the fact and the sentence without opening details."""
     from otel_toolscore.config import ToolScoreSettings
-    from otel_toolscore.emit import Emitter
+    from otel_toolscore.outputs.otel import Emitter
 
     padding = " ".join(f"Item {i} is ready." for i in range(40))
     trajectory = one({"total": 120, "currency": "EUR"}, f"{padding} Total: 145 EUR. Anything else?")

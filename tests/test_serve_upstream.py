@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from otel_toolscore.config import ConfigError
-from otel_toolscore.server import ToolScoreServer, _parse_headers, parse_header_items
+from otel_toolscore.runtime.serve.server import ToolScoreServer, _parse_headers, parse_header_items
 
 ROOT = Path(__file__).resolve().parents[1]
 SPANS = ROOT / "examples" / "traces" / "sample.jsonl"

@@ -31,8 +31,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_toolscore.otlp import load_otlp, read_otlp_json
-from otel_toolscore.server import ToolScoreServer
+from otel_toolscore.ingest.otlp import load_otlp, read_otlp_json
+from otel_toolscore.runtime.serve.server import ToolScoreServer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted((ROOT.parent / "shared" / "fixtures" / "traces").glob("*/*.json"))

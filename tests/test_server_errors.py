@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_toolscore.config import ConfigError
-from otel_toolscore.server import ToolScoreServer, Upstream, inflate
+from otel_toolscore.runtime.serve.server import ToolScoreServer, Upstream, inflate
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = min((ROOT.parent / "shared" / "fixtures" / "traces").glob("*/correct_single.json"))
@@ -318,7 +318,7 @@ def test_stop_forwards_held_spans_scored_and_refuses_new_requests() -> None:
 
 
 def json_spans(path: Path) -> list[ReadableSpan]:
-    from otel_toolscore.otlp import read_otlp_json
+    from otel_toolscore.ingest.otlp import read_otlp_json
 
     return read_otlp_json(path)
 

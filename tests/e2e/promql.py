@@ -73,7 +73,7 @@ def toolscore_exposition() -> Exposition:
     from prometheus_client import REGISTRY, generate_latest
 
     from otel_toolscore.config import load_settings
-    from otel_toolscore.emit import Emitter
+    from otel_toolscore.outputs.otel import Emitter
     from otel_toolscore.scorers.base import Score
     from otel_toolscore.trajectory import Trajectory
 
@@ -93,7 +93,7 @@ def toolscore_exposition() -> Exposition:
         emitter.count_evicted("trace_ttl")
         emitter.observe_pending(lambda: 3)
         emitter.record_judge(0.5, 0.01, "gpt-4o-mini")
-        quiet = logging.getLogger("otel_toolscore.emit")
+        quiet = logging.getLogger("otel_toolscore.outputs.otel")
         level, quiet.level = quiet.level, logging.CRITICAL
         try:
             emitter._failed("events")

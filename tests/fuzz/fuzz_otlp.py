@@ -15,7 +15,7 @@ JSON payloads structurally (including JSON held in string attributes, which the 
 parse), so fuzzing reaches past the JSON parser into the decoder, assembly and the scorers.
 
 The contract (input is untrusted; DESIGN.md): each entry point returns spans and problem notes,
-or raises its documented error (``OtlpDecodeError`` from otel_toolscore.otlp; the server's
+or raises its documented error (``OtlpDecodeError`` from otel_toolscore.ingest.otlp; the server's
 ``_Rejection``, an HTTP 4xx, from ``inflate``/``decode_traces``). Anything else is a crash, and
 so is any of these, which the code would otherwise swallow:
 
@@ -43,12 +43,12 @@ from typing import Any
 import atheris
 
 with atheris.instrument_imports(include=["otel_toolscore"]):
-    from otel_toolscore import server as _server
+    from otel_toolscore.runtime.serve import server as _server
     from otel_toolscore.assemble import build_trajectories
     from otel_toolscore.config import ToolScoreSettings
-    from otel_toolscore.emit import Emitter
-    from otel_toolscore.engine import Engine
-    from otel_toolscore.otlp import (
+    from otel_toolscore.outputs.otel import Emitter
+    from otel_toolscore.runtime.engine import Engine
+    from otel_toolscore.ingest.otlp import (
         MAX_PROBLEMS,
         OtlpBatch,
         OtlpDecodeError,
@@ -56,7 +56,7 @@ with atheris.instrument_imports(include=["otel_toolscore"]):
         load_otlp,
         spans_from_otlp_dict,
     )
-    from otel_toolscore.replay import replay
+    from otel_toolscore.runtime.replay import replay
 
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs

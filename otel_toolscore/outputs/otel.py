@@ -44,7 +44,8 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import AttributeValue
 
-from otel_toolscore import __version__, semconv
+from otel_toolscore import semconv
+from otel_toolscore._version import __version__
 from otel_toolscore.config import ToolScoreSettings
 from otel_toolscore.conventions.parsing import valid_text
 from otel_toolscore.scorers.redaction import Redactor, make_redactor

@@ -48,9 +48,9 @@ from opentelemetry.util.types import AttributeValue
 from otel_toolscore import semconv as sc
 from otel_toolscore.config import ToolScoreSettings, load_settings
 from otel_toolscore.conventions import classify
-from otel_toolscore.emit import Emitter
-from otel_toolscore.engine import Engine, RunResult
-from otel_toolscore.otlp import copy_span
+from otel_toolscore.outputs.otel import Emitter
+from otel_toolscore.runtime.engine import Engine, RunResult
+from otel_toolscore.ingest.otlp import copy_span
 from otel_toolscore.scorers.base import Scorer
 
 logger = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util.types import Attributes, AttributeValue
 
 from otel_toolscore import semconv
-from otel_toolscore.foreign import to_otlp_requests
+from otel_toolscore.ingest.foreign import to_otlp_requests
 
 __all__ = [
     "MAX_PROBLEMS",

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_toolscore import semconv as sc
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.config import Rule, ToolScoreSettings, sampled
-from otel_toolscore.emit import Emitter
+from otel_toolscore.outputs.otel import Emitter
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers, run_scorers
 from otel_toolscore.trajectory import Trajectory
 

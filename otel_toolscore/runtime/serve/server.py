@@ -98,16 +98,16 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
-from otel_toolscore.delivery import RetryingExporter
+from otel_toolscore.runtime.delivery import RetryingExporter
 from otel_toolscore.extras import require
-from otel_toolscore.otlp import (
+from otel_toolscore.ingest.otlp import (
     OtlpDecodeError,
     _field,
     decode_export_request,
     parse_export_request,
     spans_from_otlp_dict,
 )
-from otel_toolscore.processor import ToolScoreSpanProcessor
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
 logger = logging.getLogger(__name__)
 

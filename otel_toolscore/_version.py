@@ -1,0 +1,3 @@
+"""The package version: a leaf module, so reading it loads nothing else (pyproject reads it too)."""
+
+__version__ = "0.1.0"
