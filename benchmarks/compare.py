@@ -55,11 +55,29 @@ def load_before(tree: Path) -> str:
     return "otel_toolscore_before"
 
 
+# logical name -> where it lives now, then where it lived before the layout by stage (a9dcab1)
+_MODULES: dict[str, tuple[str, ...]] = {
+    "processor": ("runtime.processor", "processor"),
+    "assemble": ("assemble",),
+    "conventions": ("conventions",),
+    "scorers.base": ("scorers.base",),
+    "scorers._facts": ("scorers._facts",),
+    "scorers.tool_results": ("scorers.tool_results",),
+}
+
+
 def _mods(name: str) -> dict[str, ModuleType]:
     import importlib
 
-    return {m: importlib.import_module(f"{name}.{m}") for m in (
-        "processor", "assemble", "conventions", "scorers.base", "scorers._facts", "scorers.tool_results")}
+    def first(paths: tuple[str, ...]) -> ModuleType:
+        for path in paths[:-1]:
+            try:
+                return importlib.import_module(f"{name}.{path}")
+            except ModuleNotFoundError:
+                continue
+        return importlib.import_module(f"{name}.{paths[-1]}")
+
+    return {logical: first(paths) for logical, paths in _MODULES.items()}
 
 
 def per_span_hot(mods: dict[str, ModuleType], with_http: bool, n_runs: int) -> float:

@@ -1,14 +1,18 @@
-"""Per-span convention readers: one ReadableSpan → SpanFacts.
+"""The conventions, one module each, and reading one span with all of them: ReadableSpan → SpanFacts.
 
 The convention is detected per span, never per trace: real traces mix them (an OpenInference
-agent around OpenLLMetry LLM spans, a GenAI root over Vercel ``ai.*`` children). Every reader
-that recognises a span adds what it knows; the most specific readers run first so that their
-decisions (a role, a final answer) are not overridden by generic ones.
+agent around OpenLLMetry LLM spans, a GenAI root over Vercel ``ai.*`` children). Every
+convention whose ``detect`` recognises a span reads what it knows; the most specific run first,
+so that their decisions (a role, a final answer) are not overridden by generic ones. The
+processor's hot-path ``classify`` asks the same ``detect``s in the same order.
+
+Adding a convention: a module with ``CONVENTION = Convention(name, keys, detect, read)`` and one
+line in ``CONVENTIONS``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from types import MappingProxyType
 from typing import Any
@@ -17,8 +21,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_toolscore import semconv as sc
-from otel_toolscore.conventions import frameworks, genai, openinference, openllmetry, vercel_ai
-from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
+from otel_toolscore.conventions import genai, litellm, mastra, openinference, openllmetry, pydantic_ai, vercel_ai
+from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
     as_text,
     clean_strings,
@@ -29,19 +33,39 @@ from otel_toolscore.conventions.parsing import (
     stop_collecting,
 )
 
-Reader = Callable[[ReadableSpan, Attributes, SpanFacts], None]
-
-READERS: tuple[Reader, ...] = (
-    frameworks.read_mastra,
-    frameworks.read_pydantic_ai,
-    frameworks.read_litellm,
-    vercel_ai.read,
-    openinference.read,
-    openllmetry.read,
-    genai.read,
+#: most specific first: the first convention that states a role decides it
+CONVENTIONS: tuple[Convention, ...] = (
+    mastra.CONVENTION,
+    pydantic_ai.CONVENTION,
+    litellm.CONVENTION,
+    vercel_ai.CONVENTION,
+    openinference.CONVENTION,
+    openllmetry.CONVENTION,
+    genai.CONVENTION,
 )
 
-__all__ = ["READERS", "SpanFacts", "ToolExecution", "classify", "read_span", "read_trace"]
+__all__ = ["CONVENTIONS", "Convention", "SpanFacts", "ToolExecution", "classify", "read_span", "read_trace"]
+
+_GATE_KEYS = frozenset().union(*(c.keys for c in CONVENTIONS))
+_GATE_NAMES = tuple(n for c in CONVENTIONS for n in c.span_names)
+_GATED: dict[frozenset[str], tuple[Convention, ...]] = {}
+
+
+def _gated(name: str, attrs: Attributes | None) -> tuple[Convention, ...]:
+    """The conventions whose gate the span passes, in ``CONVENTIONS`` order.
+
+    One C-level intersection with every convention's keys, then a lookup of the answer for that
+    set of keys: the per-convention gates are not tested one by one on the hot path.
+    """
+    present = _GATE_KEYS.intersection(attrs) if attrs else frozenset()
+    if name.startswith(_GATE_NAMES):
+        return tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present) or name.startswith(c.span_names))
+    gated = _GATED.get(present)
+    if gated is None:
+        gated = tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present))
+        if len(_GATED) < 4096:  # the key sets real emitters produce are few; a hostile stream's are not
+            _GATED[present] = gated
+    return gated
 
 
 def _hex(value: int, width: int) -> str:
@@ -81,11 +105,16 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     unread: list[tuple[Any, str]] = []
     token = collect_unread(unread)
     try:
-        for reader in READERS:
+        for convention in _gated(facts.name, raw):
             try:
-                reader(span, attrs, facts)
+                stated = convention.detect(span, attrs)
+                if stated is None:
+                    continue
+                if stated:
+                    facts.set_role(stated)
+                convention.read(span, attrs, facts, stated)
             except Exception as exc:  # noqa: BLE001 - one bad attribute must not lose the trace
-                facts.problem(f"{reader.__module__.rsplit('.', 1)[-1]} reader failed: {type(exc).__name__}: {exc}")
+                facts.problem(f"{convention.name} reader failed: {type(exc).__name__}: {exc}")
     finally:
         stop_collecting(token)
     for value, why in unread:
@@ -160,9 +189,6 @@ def _read_failure(span: ReadableSpan, facts: SpanFacts) -> None:
             facts.tool.error = facts.error
 
 
-_AGENT_TL_KINDS = frozenset({"agent", "workflow"})
-
-
 def _lookup_attributes(span: ReadableSpan) -> Attributes | None:
     """The span's attributes as a mapping that is cheap to query, for a read-only look.
 
@@ -183,27 +209,19 @@ def _lookup_attributes(span: ReadableSpan) -> Attributes | None:
 
 def classify(span: ReadableSpan) -> str | None:
     """Cheap look at one ending span: "agent" (may be a run: hold it), "genai" (other GenAI
-    activity), or None. A handful of dict lookups: this runs on the app's hot path."""
+    activity), or None. The conventions' own ``detect``s, in ``read_span``'s order: a span is
+    an agent here exactly when ``read_span`` gives it the role "agent"."""
     attrs = _lookup_attributes(span)
-    if not attrs:
-        return None
-    op = attrs.get(sc.GEN_AI_OPERATION_NAME)
-    if op is not None:
-        return "agent" if op in sc.AGENT_OPERATIONS else "genai"
-    kind = attrs.get(sc.OI_SPAN_KIND)
-    if kind is not None:
-        if kind == sc.OI_KIND_AGENT or (kind == sc.OI_KIND_CHAIN and span.parent is None):
-            return "agent"
-        return "genai"
-    tl = attrs.get(sc.TL_SPAN_KIND)
-    if tl is not None:
-        return "agent" if tl in _AGENT_TL_KINDS else "genai"
-    ai_op = attrs.get(sc.AI_OPERATION_ID)
-    if ai_op is not None:
-        return "agent" if ai_op in sc.AI_RUN_SPANS else "genai"
-    mastra = attrs.get(sc.MASTRA_SPAN_TYPE)
-    if mastra is not None:
-        return "agent" if mastra == "agent_run" else "genai"
-    if sc.GEN_AI_SYSTEM in attrs or sc.LLM_REQUEST_TYPE in attrs or sc.GEN_AI_REQUEST_MODEL in attrs:
-        return "genai"
-    return None
+    recognised = False
+    for convention in _gated(span.name or "", attrs):
+        try:
+            stated = convention.detect(span, attrs or _EMPTY)
+        except Exception:  # noqa: BLE001 - read_span records it; the hot path must not raise
+            continue
+        if stated:
+            return "agent" if stated == "agent" else "genai"
+        recognised = recognised or stated is not None
+    return "genai" if recognised else None
+
+
+_EMPTY: Attributes = MappingProxyType({})

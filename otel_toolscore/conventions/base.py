@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore.trajectory import Document, Message, ToolDefinition
 
 Role = Literal["agent", "llm", "tool", "retrieval", "other"]
+#: what a convention's ``detect`` says of a span: its role, or "" for "mine, but I state no role"
+#: (another convention, or "other", decides); ``None`` (not this convention's span) is separate
+Stated = Literal["agent", "llm", "tool", "retrieval", "other", ""]
 
 
 @dataclass(slots=True)
@@ -81,3 +86,22 @@ class SpanFacts:
 
 
 Attributes = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Convention:
+    """One convention: the names it writes, the cheap test that says a span is its kind, and its reader.
+
+    ``detect`` is the only place the convention decides what a span is; ``read_span`` and the
+    processor's hot-path ``classify`` both call it, so the two cannot disagree. It may only look
+    a few attributes up: it runs on every span an app ends. ``keys``/``span_names`` are its gate:
+    ``detect`` answers ``None`` for a span that carries none of ``keys`` and whose name starts with
+    none of ``span_names`` (``tests/test_detection.py`` holds every convention to that).
+    """
+
+    name: str
+    keys: frozenset[str]
+    detect: Callable[[ReadableSpan, Attributes], Stated | None]
+    #: reads the span's content, told what its own ``detect`` stated
+    read: Callable[[ReadableSpan, Attributes, SpanFacts, Stated], None]
+    span_names: tuple[str, ...] = ()

@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
-from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
+from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.trajectory import Document, Message, ToolCallRequest
 
 NAME = "otel_genai"
@@ -16,30 +16,46 @@ _DEPRECATED_EVENTS = frozenset(
     {sc.EVENT_SYSTEM_MESSAGE, sc.EVENT_USER_MESSAGE, sc.EVENT_ASSISTANT_MESSAGE, sc.EVENT_TOOL_MESSAGE,
      sc.EVENT_CHOICE}
 )
+# a span that reports its content in the deprecated events names its system or model too
+_EVENT_CARRIERS = frozenset({sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_REQUEST_MODEL})
+_KEYS = frozenset(
+    {sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_TOOL_NAME}
+) | _EVENT_CARRIERS
 
 
-def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
+def _deprecated_events(span: ReadableSpan) -> list[Any]:
+    return [e for e in span.events if e.name in _DEPRECATED_EVENTS]
+
+
+def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
     op = attrs.get(sc.GEN_AI_OPERATION_NAME)
-    events = [e for e in span.events if e.name in _DEPRECATED_EVENTS]
-    has_messages = sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
-    if op is None and not has_messages and not events and sc.GEN_AI_TOOL_NAME not in attrs:
-        return
-    facts.note(NAME if not events else NAME + "_events")
+    if op is not None:
+        if op in sc.AGENT_OPERATIONS:
+            return "agent"
+        if op in sc.LLM_OPERATIONS:
+            return "llm"
+        if op == sc.OP_EXECUTE_TOOL:
+            return "tool"
+        return "retrieval" if op == sc.OP_RETRIEVAL else "other"
+    # no operation name: a chat span known by its messages (older emitters, custom code)
+    if sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs:
+        return "llm"
+    if not _EVENT_CARRIERS.isdisjoint(attrs) and _deprecated_events(span):
+        return "llm"
+    return "tool" if sc.GEN_AI_TOOL_NAME in attrs else None
 
-    if op in sc.AGENT_OPERATIONS:
-        facts.set_role("agent")
+
+def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
+    events = _deprecated_events(span)
+    has_messages = sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
+    facts.note(NAME if not events else NAME + "_events")
+    if stated == "agent":
         if facts.agent_name is None and attrs.get(sc.GEN_AI_AGENT_NAME):
             facts.agent_name = str(attrs[sc.GEN_AI_AGENT_NAME])
-    elif op in sc.LLM_OPERATIONS or (op is None and (has_messages or events)):
-        facts.set_role("llm")
-    elif op == sc.OP_EXECUTE_TOOL or (op is None and sc.GEN_AI_TOOL_NAME in attrs):
-        facts.set_role("tool")
+    elif stated == "tool":
         _read_tool(span, attrs, facts)
-    elif op == sc.OP_RETRIEVAL:
-        facts.set_role("retrieval")
+    elif stated == "retrieval":
         _read_retrieval(attrs, facts)
-    else:
-        facts.set_role("other")
 
     if facts.model is None:
         model = attrs.get(sc.GEN_AI_RESPONSE_MODEL) or attrs.get(sc.GEN_AI_REQUEST_MODEL)
@@ -225,3 +241,6 @@ def _read_events(events: list[Any], facts: SpanFacts) -> None:
         facts.input_messages = inputs
     if facts.output_messages is None:
         facts.output_messages = outputs
+
+
+CONVENTION = Convention(NAME, _KEYS, detect, read)

@@ -8,42 +8,42 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
-from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
+from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.genai import documents_from, last_user_text, last_assistant_text
 from otel_toolscore.trajectory import Document, Message, ToolCallRequest, ToolResultPart
 
 NAME = "openinference"
+_ROLES: dict[str, Stated] = {sc.OI_KIND_LLM: "llm", sc.OI_KIND_TOOL: "tool", sc.OI_KIND_RETRIEVER: "retrieval"}
 
 
-def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
+def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
     kind = attrs.get(sc.OI_SPAN_KIND)
     if kind is None:
-        return
-    facts.note(NAME)
+        return None
     kind = str(kind).upper()
-    if kind == sc.OI_KIND_AGENT and not _is_graph_node(attrs, span.name):
-        facts.set_role("agent")
-        if facts.agent_name is None and attrs.get(sc.OI_AGENT_NAME):
-            facts.agent_name = str(attrs[sc.OI_AGENT_NAME])
-        elif span.name:
-            facts.agent_name_fallback = span.name
-        _read_run_io(attrs, facts)
-    elif kind == sc.OI_KIND_CHAIN and span.parent is None:
+    if kind == sc.OI_KIND_AGENT:
+        return "other" if _is_graph_node(attrs, span.name) else "agent"
+    if kind == sc.OI_KIND_CHAIN and span.parent is None:
         # LangGraph and LangChain runs are rooted at a CHAIN named after the graph.
-        facts.set_role("agent")
-        if facts.agent_name is None:
+        return "agent"
+    return _ROLES.get(kind, "other")
+
+
+def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
+    facts.note(NAME)
+    if stated == "agent":
+        if str(attrs[sc.OI_SPAN_KIND]).upper() == sc.OI_KIND_AGENT:
+            if facts.agent_name is None and attrs.get(sc.OI_AGENT_NAME):
+                facts.agent_name = str(attrs[sc.OI_AGENT_NAME])
+            elif span.name:
+                facts.agent_name_fallback = span.name
+        elif facts.agent_name is None:
             facts.agent_name = str(attrs.get(sc.OI_AGENT_NAME) or span.name)
         _read_run_io(attrs, facts)
-    elif kind == sc.OI_KIND_LLM:
-        facts.set_role("llm")
-    elif kind == sc.OI_KIND_TOOL:
-        facts.set_role("tool")
+    elif stated == "tool":
         _read_tool(span, attrs, facts)
-    elif kind == sc.OI_KIND_RETRIEVER:
-        facts.set_role("retrieval")
+    elif stated == "retrieval":
         _read_retriever(attrs, facts)
-    else:
-        facts.set_role("other")
 
     if facts.model is None and attrs.get(sc.OI_LLM_MODEL_NAME):
         facts.model = str(attrs[sc.OI_LLM_MODEL_NAME])
@@ -214,3 +214,6 @@ def _read_retriever(attrs: Attributes, facts: SpanFacts) -> None:
                 d.id = o.id
     if facts.documents is None:
         facts.documents = docs
+
+
+CONVENTION = Convention(NAME, frozenset({sc.OI_SPAN_KIND}), detect, read)

@@ -8,29 +8,47 @@ litellm's OTel callback writes the same flattened form.
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
-from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
+from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.genai import documents_from, last_user_text, last_assistant_text
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolResultPart
 
 NAME = "openllmetry"
 _LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
+_AGENT_KINDS = frozenset({"workflow", "agent"})
+# The flattened form always starts at index 0, and every message has a role (or content): these
+# few keys tell it with one set operation instead of a prefix scan of every attribute.
+_FLATTENED = frozenset(
+    f"{prefix}0.{field}" for prefix in (sc.TL_PROMPT_PREFIX, sc.TL_COMPLETION_PREFIX) for field in ("role", "content")
+)
 
 
-def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
+def _is_llm(attrs: Attributes) -> bool:
+    return attrs.get(sc.LLM_REQUEST_TYPE) in _LLM_REQUEST_TYPES or not _FLATTENED.isdisjoint(attrs)
+
+
+def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
     kind = attrs.get(sc.TL_SPAN_KIND)
-    flattened = any(map(str.startswith, attrs, repeat((sc.TL_PROMPT_PREFIX, sc.TL_COMPLETION_PREFIX))))
-    if kind is None and not flattened and sc.LLM_REQUEST_TYPE not in attrs:
-        return
+    llm = _is_llm(attrs)
+    if kind is None and not llm and sc.LLM_REQUEST_TYPE not in attrs:
+        return None
+    if kind in _AGENT_KINDS:
+        return "agent"
+    if kind == "tool":
+        return "tool"
+    if kind == "task" and _documents(attrs) is not None:
+        return "retrieval"
+    return "llm" if llm else ""
+
+
+def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
     facts.note(NAME)
-    if kind in ("workflow", "agent"):
-        facts.set_role("agent")
+    if stated == "agent":
         if facts.agent_name is None:
             name = attrs.get(sc.GEN_AI_AGENT_NAME) or attrs.get(sc.TL_ENTITY_NAME) or attrs.get(sc.TL_WORKFLOW_NAME)
             facts.agent_name = p.opt_str(name)
@@ -38,18 +56,13 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
             facts.run_input = _entity_text(attrs[sc.TL_ENTITY_INPUT], want="user")
         if facts.run_output is None and sc.TL_ENTITY_OUTPUT in attrs:
             facts.run_output = _entity_text(attrs[sc.TL_ENTITY_OUTPUT], want="assistant")
-    elif kind == "tool":
-        facts.set_role("tool")
+    elif stated == "tool":
         _read_tool(span, attrs, facts)
-    elif kind == "task":
-        docs = _documents(attrs)
-        if docs is not None:
-            facts.set_role("retrieval")
-            facts.documents = facts.documents if facts.documents is not None else docs
-            if facts.retrieval_query is None and sc.TL_ENTITY_INPUT in attrs:
-                facts.retrieval_query = _entity_text(attrs[sc.TL_ENTITY_INPUT], want="user")
-    if flattened or attrs.get(sc.LLM_REQUEST_TYPE) in _LLM_REQUEST_TYPES:
-        facts.set_role("llm")
+    elif stated == "retrieval":
+        facts.documents = facts.documents if facts.documents is not None else _documents(attrs)
+        if facts.retrieval_query is None and sc.TL_ENTITY_INPUT in attrs:
+            facts.retrieval_query = _entity_text(attrs[sc.TL_ENTITY_INPUT], want="user")
+    if _is_llm(attrs):
         _read_flattened(attrs, facts)
 
 
@@ -180,3 +193,6 @@ def _completions(completions: dict[int, dict[str, Any]]) -> list[Message]:
             merged.tool_calls.extend(m.tool_calls)
         return [merged]
     return msgs
+
+
+CONVENTION = Convention(NAME, frozenset({sc.TL_SPAN_KIND, sc.LLM_REQUEST_TYPE}) | _FLATTENED, detect, read)

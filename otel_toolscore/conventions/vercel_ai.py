@@ -2,32 +2,43 @@
 
 from __future__ import annotations
 
-
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
-from otel_toolscore.conventions.base import Attributes, SpanFacts, ToolExecution
+from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.genai import last_user_text
 from otel_toolscore.trajectory import Message
 
 NAME = "vercel_ai"
+_PREFIX = "ai."  # its span names and operation ids
 
 
-def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
-    op = attrs.get(sc.AI_OPERATION_ID) or (span.name if span.name.startswith("ai.") else None)
-    if not isinstance(op, str) or not op.startswith("ai."):
-        return
-    facts.note(NAME)
+def _operation(span: ReadableSpan, attrs: Attributes) -> str | None:
+    op = attrs.get(sc.AI_OPERATION_ID) or (span.name if span.name.startswith(_PREFIX) else None)
+    return op if isinstance(op, str) and op.startswith(_PREFIX) else None
+
+
+def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
+    op = _operation(span, attrs)
+    if op is None:
+        return None
     if op in sc.AI_RUN_SPANS:
-        facts.set_role("agent")
+        return "agent"
+    if op in sc.AI_LLM_SPANS:
+        return "llm"
+    return "tool" if op == sc.AI_TOOL_SPAN else "other"
+
+
+def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
+    facts.note(NAME)
+    if stated == "agent":
         if facts.agent_name is None:
             facts.agent_name = p.opt_str(attrs.get(sc.AI_FUNCTION_ID) or attrs.get(sc.AI_RESOURCE_NAME))
         _read_prompt(attrs, facts)
         if facts.run_output is None and sc.AI_RESPONSE_TEXT in attrs:
             facts.run_output = p.as_text(attrs[sc.AI_RESPONSE_TEXT])
-    elif op in sc.AI_LLM_SPANS:
-        facts.set_role("llm")
+    elif stated == "llm":
         if facts.model is None and attrs.get(sc.AI_MODEL_ID):
             facts.model = str(attrs[sc.AI_MODEL_ID])
         if facts.input_messages is None and sc.AI_PROMPT_MESSAGES in attrs:
@@ -38,8 +49,7 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
             facts.output_messages = [_output(attrs)]
         if facts.tool_definitions is None and sc.AI_PROMPT_TOOLS in attrs:
             facts.tool_definitions = p.tool_definitions_from(attrs[sc.AI_PROMPT_TOOLS])
-    elif op == sc.AI_TOOL_SPAN:
-        facts.set_role("tool")
+    elif stated == "tool":
         tool = ToolExecution(name=p.opt_str(attrs.get(sc.AI_TOOL_CALL_NAME)),
                              call_id=p.opt_str(attrs.get(sc.AI_TOOL_CALL_ID)))
         if sc.AI_TOOL_CALL_ARGS in attrs:
@@ -49,8 +59,6 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
             tool.has_result = True
         if facts.tool is None:
             facts.tool = tool
-    else:
-        facts.set_role("other")
 
 
 def _read_prompt(attrs: Attributes, facts: SpanFacts) -> None:
@@ -79,3 +87,6 @@ def _output(attrs: Attributes) -> Message:
             if req is not None:
                 msg.tool_calls.append(req)
     return msg
+
+
+CONVENTION = Convention(NAME, frozenset({sc.AI_OPERATION_ID}), detect, read, span_names=(_PREFIX,))

@@ -9,14 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sys
-import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -25,6 +19,7 @@ from otel_toolscore import semconv as sc
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.config import Rule, ToolScoreSettings, sampled
 from otel_toolscore.outputs.otel import Emitter
+from otel_toolscore.scorers._loop import Inflight
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers, run_scorers
 from otel_toolscore.trajectory import Trajectory
 
@@ -92,7 +87,7 @@ class Engine:
             # Judge latency and cost feed the pipeline-health metrics.
             if hasattr(s, "on_judge") and getattr(s, "on_judge") is None:
                 s.on_judge = emitter.record_judge
-        self._judges: _JudgeLoop | None = _JudgeLoop(settings.llm_max_inflight) if self.llm_scorers else None
+        self._judges: Inflight | None = Inflight(settings.llm_max_inflight) if self.llm_scorers else None
 
     def score(self, spans: Sequence[ReadableSpan]) -> list[RunResult]:
         # Sampling is decided per trace id before anything is read: a trace that no scorer
@@ -180,7 +175,7 @@ class Engine:
     def reinit_after_fork(self, start: bool = True) -> None:
         # The child has none of the parent's threads, and the parent's runs in flight are not
         # its own: a new judge loop (none for a processor already shut down).
-        self._judges = _JudgeLoop(self.settings.llm_max_inflight) if self.llm_scorers and start else None
+        self._judges = Inflight(self.settings.llm_max_inflight) if self.llm_scorers and start else None
 
 
 def _run_code_scorers(traj: Trajectory, scorers: Sequence[Scorer]) -> list[Score]:
@@ -212,183 +207,3 @@ async def _ascore(scorer: Scorer, traj: Trajectory) -> Score:
     except BaseException as exc:  # noqa: BLE001 - a judge failure is an error score, never a lost run;
         # SystemExit/KeyboardInterrupt escaping a task would also stop the judge loop
         return Score.failed(_name(scorer), exc)
-
-
-#: the longest a fork waits for other threads to finish an import or a pydantic model build
-_FORK_WAIT_S = 15.0
-_IMPORTLIB = "<frozen importlib"
-_OWN_CODE = ("otel_toolscore", "litellm")
-
-
-def _unsafe_to_fork(frame: FrameType | None) -> bool:
-    """Whether a thread is inside an import, or a pydantic model build, that this package or
-    litellm started (their stacks hold a frame of either)."""
-    busy = ours = False
-    while frame is not None:
-        code = frame.f_code
-        name = code.co_filename
-        if name.startswith(_IMPORTLIB) or (code.co_name == "model_rebuild" and "pydantic" in name):
-            busy = True
-        elif any(part in name for part in _OWN_CODE):
-            ours = True
-        if busy and ours:
-            return True
-        frame = frame.f_back
-    return False
-
-
-class _ForkFence:
-    """Forks wait until the judges' threads hold no module-level lock (bounded).
-
-    The first judgement imports litellm (seconds) on a background thread; litellm imports its
-    provider modules and builds its pydantic models on first use, on its executor's threads. A
-    fork in the middle of one leaves the child with that module's import lock, or pydantic's
-    global rebuild lock, held by a thread the child does not have: the child's own judges
-    would wait on it forever. So before a fork: take pydantic's rebuild lock and the
-    interpreter's import lock (no thread can start an import while it is held) at a moment when
-    no thread is inside an import or a model build that this package or litellm started, and
-    hold both across the fork. A judge only waiting on an HTTP answer does not delay a fork.
-    """
-
-    def __init__(self) -> None:
-        self._rebuild: Any = None
-        self._imp = False
-
-    def before(self) -> None:
-        import _imp
-
-        rebuild = getattr(sys.modules.get("pydantic.main"), "_rebuild_lock", None)
-        deadline = time.monotonic() + _FORK_WAIT_S
-        while True:
-            self._settle_lazy_values()  # (with no lock held: the thread computing them may need one)
-            # Never wait on one lock while holding the other: the thread holding it may need it.
-            if rebuild is None or rebuild.acquire(blocking=False):
-                _imp.acquire_lock()
-                if not self._busy():
-                    self._rebuild, self._imp = rebuild, True
-                    return
-                _imp.release_lock()
-                if rebuild is not None:
-                    rebuild.release()
-            if time.monotonic() >= deadline:
-                logger.warning("otel-toolscore: forking while a judge thread imports a module; the child's "
-                               "judges may hang (until their timeout)")
-                return
-            time.sleep(0.005)
-
-    @staticmethod
-    def _settle_lazy_values() -> None:
-        """Values the judges' HTTP stack computes once, under a lock, on first use (the openai
-        SDK's platform headers: ``platform.platform()``, ``distro.id()``, cached properties that
-        run ``uname``). Asking for them here waits for a thread computing them, or computes
-        them, so that no fork happens while their lock is held."""
-        if "openai" not in sys.modules:
-            return
-        try:
-            import platform
-
-            platform.platform()
-            distro = sys.modules.get("distro")
-            if distro is not None:
-                distro.id()
-        except Exception:  # noqa: BLE001 - only a precaution
-            logger.debug("otel-toolscore: settling platform values before fork failed", exc_info=True)
-
-    @staticmethod
-    def _busy() -> bool:
-        current = threading.get_ident()
-        return any(ident != current and _unsafe_to_fork(frame) for ident, frame in sys._current_frames().items())
-
-    def after(self) -> None:
-        # In the child as in the parent the forking thread owns both (the child re-creates the
-        # import lock, still held by this thread, before it runs these hooks).
-        import _imp
-
-        rebuild, imp = self._rebuild, self._imp
-        self._rebuild, self._imp = None, False
-        if imp:
-            _imp.release_lock()
-        if rebuild is not None:
-            rebuild.release()
-
-
-_FENCE = _ForkFence()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_FENCE.before, after_in_parent=_FENCE.after, after_in_child=_FENCE.after)
-
-
-class _JudgeLoop:
-    """An asyncio loop on its own thread, with a bound on runs in flight."""
-
-    def __init__(self, max_inflight: int) -> None:
-        self._max = max_inflight
-        self._inflight = 0
-        self._lock = threading.Condition()
-        self._closing = False
-        self._loop = asyncio.new_event_loop()
-        self._futures: set[Future[None]] = set()
-        self._thread = threading.Thread(target=self._run, name="otel-toolscore-judges", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        # asyncio lets SystemExit/KeyboardInterrupt raised in a task out of run_forever; the
-        # loop must go on serving the other runs (that task's future has its exception).
-        while True:
-            try:
-                self._loop.run_forever()
-                return
-            except BaseException:  # noqa: BLE001
-                logger.warning("otel-toolscore: the judge loop was interrupted", exc_info=True)
-                if self._closing:
-                    return
-
-    def submit(self, coro: Any, on_cancel: Callable[[], None] | None = None) -> bool:
-        with self._lock:
-            if self._inflight >= self._max or self._closing or self._loop.is_closed():
-                coro.close()
-                return False
-            self._inflight += 1
-        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        with self._lock:
-            self._futures.add(fut)
-        fut.add_done_callback(lambda f: self._done(f, on_cancel))
-        return True
-
-    def _done(self, fut: Future[None], on_cancel: Callable[[], None] | None = None) -> None:
-        if fut.cancelled() and on_cancel is not None:
-            try:
-                on_cancel()  # cancelled at shutdown: the run was dropped, and is counted so
-            except Exception:  # noqa: BLE001
-                logger.debug("on_cancel failed", exc_info=True)
-        if not fut.cancelled() and fut.exception() is not None:
-            logger.warning("otel-toolscore judge run failed", exc_info=fut.exception())
-        with self._lock:
-            self._inflight -= 1
-            self._futures.discard(fut)
-            self._lock.notify_all()
-
-    def wait(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while self._inflight:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._lock.wait(remaining)
-        return True
-
-    def close(self, timeout_s: float) -> None:
-        on_loop = threading.current_thread() is self._thread
-        if not on_loop:  # shut down from a judge's callback: it cannot wait for itself
-            self.wait(timeout_s)
-        with self._lock:
-            self._closing = True
-            pending = list(self._futures)
-        for fut in pending:  # a judge that never answers must not keep the app from exiting
-            fut.cancel()
-        try:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        except RuntimeError:  # already closed
-            return
-        if not on_loop:
-            self._thread.join(timeout=1.0)

@@ -31,11 +31,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import os
 import queue
 import threading
 import time
-import weakref
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +43,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.util.types import AttributeValue
 
+from otel_toolscore import _fork
 from otel_toolscore import semconv as sc
 from otel_toolscore.config import ToolScoreSettings, load_settings
 from otel_toolscore.conventions import classify
@@ -178,10 +177,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._emitter.observe_pending(lambda: len(self._pending))
         self.stats: Counter[str] = Counter()
         self._init_state()
-        if hasattr(os, "register_at_fork"):
-            # Weak: the registration outlives the processor (there is no unregister).
-            weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
-            os.register_at_fork(after_in_child=lambda: _call_weak(weak_reinit))
+        _fork.reinit_in_child(self._at_fork_reinit)
 
     # --- state and threads ---------------------------------------------------------------------
 
@@ -876,14 +872,3 @@ class ToolScoreSpanProcessor(SpanProcessor):
             self._downstream.shutdown()
         except Exception:  # noqa: BLE001 - nothing may raise into the app
             logger.warning("otel-toolscore: downstream shutdown failed", exc_info=True)
-
-
-def _call_weak(ref: weakref.WeakMethod[Any]) -> None:
-    """Call a weakly held method if its object is still alive (after-fork hooks)."""
-    method = ref()
-    if method is None:
-        return
-    try:
-        method()
-    except Exception:  # noqa: BLE001 - an error in an at-fork hook is only printed, never raised
-        logger.warning("otel-toolscore: re-initialising after fork failed", exc_info=True)

@@ -18,7 +18,6 @@ judge_invalid_output, judge_cost_cap), which ``LLMScorer.ascore`` turns into a S
 from __future__ import annotations
 
 import asyncio
-import atexit
 import collections
 import email.utils
 import functools
@@ -37,6 +36,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
 from otel_toolscore.extras import check, require
+from otel_toolscore.scorers._loop import on_judge_loop, run_sync
 from otel_toolscore.scorers.base import Score, Scorer, ScorerConfigError, ScorerKind, ScoringError
 from otel_toolscore.scorers.redaction import ContentBudget, DataBlocks, Redactor, make_redactor
 from otel_toolscore.trajectory import Trajectory
@@ -643,91 +643,6 @@ def _content(response: Any) -> str | None:
 
 
 # --- the judge loop: where every judge call runs -----------------------------------------------
-
-
-class _LoopThread:
-    """One long-lived event loop in a daemon thread that runs every judge call.
-
-    litellm keeps loop-bound state (its logging worker, HTTP clients): used from several loops
-    (the engine's, ``asyncio.run`` per sync score, a test's) it hops between them, warns, and
-    orphans tasks. So whichever loop a scorer is awaited on, its judge calls run here, and sync
-    callers (CLI, tests, ``score()``) block on this loop too, inside a running loop or not.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._atexit = False
-        if hasattr(os, "register_at_fork"):
-            # A fork while another thread was starting the loop would leave the child's lock held.
-            os.register_at_fork(after_in_child=self._reinit_lock)
-
-    def _reinit_lock(self) -> None:
-        self._lock = threading.Lock()
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            # after fork the thread is gone in the child: start a new one
-            if self._loop is None or self._pid != os.getpid() or not (self._thread and self._thread.is_alive()):
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="otel-toolscore-judge", daemon=True)
-                thread.start()
-                if not self._atexit:
-                    atexit.register(self.close)
-                    self._atexit = True
-                self._loop, self._thread, self._pid = loop, thread, os.getpid()
-            return self._loop
-
-    def in_loop_thread(self) -> bool:
-        return threading.current_thread() is self._thread
-
-    def close(self, timeout: float = 2.0) -> None:
-        """Cancel what still runs on the loop (litellm's logging worker) and stop it, so the
-        interpreter does not exit with "Task was destroyed but it is pending!" on stderr."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None or not thread.is_alive() or self._pid != os.getpid():
-            return
-
-        async def cancel_all() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        try:
-            asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout)
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout)
-        if not thread.is_alive():
-            loop.close()
-
-
-_RUNNER = _LoopThread()
-
-
-async def on_judge_loop(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Await ``coro`` on the judge loop from whatever loop the caller is on. Cancelling the
-    caller cancels the work there too."""
-    loop = _RUNNER.loop()
-    if asyncio.get_running_loop() is loop:
-        return await coro
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
-
-
-def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine to completion from sync code (inside a running loop or not) on the judge
-    loop. Not from a coroutine already on the judge loop: await it there instead."""
-    loop = _RUNNER.loop()
-    if _RUNNER.in_loop_thread():
-        coro.close()
-        raise RuntimeError("run_sync called on the judge loop itself (it would deadlock): await ascore instead")
-    return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
 # --- the base of LLM-judged scorers -------------------------------------------------------------
