@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, Optional
@@ -28,8 +27,8 @@ from otel_toolscore.outputs.report import (
     table,
 )
 from otel_toolscore.semconv import TOOLSCORE_SCORED
-from otel_toolscore.scorers.base import CODE_SCORERS, Score, Scorer, ScorerConfigError, build_scorers, run_scorers
-from otel_toolscore.trajectory import Trajectory
+from otel_toolscore.scorers.base import CODE_SCORERS, ScorerConfigError, build_scorers
+from otel_toolscore.scorers.run import score_runs
 
 #: the LLM-judged scorers (spelled here so that the CLI's import stays free of the judge module)
 LLM_SCORER_NAMES = ("tool_call_appropriateness", "prompt_alignment", "context_position")
@@ -150,43 +149,6 @@ def _judge_options(
     return options
 
 
-def _score_runs(
-    trajectories: list[Trajectory], scorers: list[Scorer], on_scored: Callable[[int], None] | None = None
-) -> list[list[Score]]:
-    """Scores per run, in scorer order: code scorers inline, LLM scorers of all runs
-    concurrently on one event loop (the judge client bounds the concurrency).
-    ``on_scored(n)`` is told as scores are done (a progress bar)."""
-    llm = [s for s in scorers if getattr(s, "kind", "code") == "llm" and hasattr(s, "ascore")]
-    code = [s for s in scorers if s not in llm]
-    code_scores = []
-    for t in trajectories:
-        code_scores.append(run_scorers(t, code))
-        if on_scored is not None:
-            on_scored(len(code))
-    llm_scores: list[Score] = []
-    if llm and trajectories:
-        import asyncio
-
-        from otel_toolscore.scorers.judge import run_sync
-
-        async def one(s: Any, t: Trajectory) -> Score:
-            result = await s.ascore(t)
-            if on_scored is not None:
-                on_scored(1)
-            return result
-
-        async def everything() -> list[Score]:
-            return list(await asyncio.gather(*(one(s, t) for t in trajectories for s in llm)))
-
-        llm_scores = run_sync(everything())
-    out = []
-    for i, _ in enumerate(trajectories):
-        by_scorer = dict(zip((id(s) for s in code), code_scores[i]))
-        by_scorer.update(zip((id(s) for s in llm), llm_scores[i * len(llm) : (i + 1) * len(llm)]))
-        out.append([by_scorer[id(s)] for s in scorers])
-    return out
-
-
 @app.command()
 def score(
     paths: Annotated[list[str], typer.Argument(help="OTLP/JSON, JSON-lines or protobuf files; '-' reads stdin.")],
@@ -293,7 +255,7 @@ def score(
                 )
             progress.advance()
         progress.stage("scoring", len(runs) * len(scorers))
-        for run, scores in zip(runs, _score_runs([r.trajectory for r in runs], scorers, progress.advance)):
+        for run, scores in zip(runs, score_runs([r.trajectory for r in runs], scorers, progress.advance)):
             run.scores = scores
     problems = unattached_problems + sum(len(r.trajectory.problems) for r in runs)
     if fmt is Format.json:

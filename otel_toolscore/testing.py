@@ -39,7 +39,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.scorers.base import Score, Scorer, build_scorers, run_scorers
+from otel_toolscore.scorers.base import Score, Scorer, build_scorers
+from otel_toolscore.scorers.run import run_scorers
 from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
 from otel_toolscore.scorers.tool_results import ToolResultVerification
 from otel_toolscore.scorers.tool_validation import ToolCallValidation

@@ -25,7 +25,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_toolscore import build_trajectories
 from otel_toolscore.ingest.otlp import OtlpDecodeError, load_otlp
-from otel_toolscore.scorers.base import build_scorers, run_scorers
+from otel_toolscore.scorers.base import build_scorers
+from otel_toolscore.scorers.run import run_scorers
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"

@@ -49,7 +49,8 @@ from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.conventions.parsing import MAX_DEPTH, MAX_PARSE_CHARS
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.outputs.report import ScoredRun, json_lines, junit
-from otel_toolscore.scorers.base import build_scorers, run_scorers
+from otel_toolscore.scorers.base import build_scorers
+from otel_toolscore.scorers.run import run_scorers
 from otel_toolscore.runtime.serve.server import ToolScoreServer
 
 ROOT = Path(__file__).resolve().parents[1]

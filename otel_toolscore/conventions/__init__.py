@@ -22,7 +22,7 @@ from opentelemetry.trace import StatusCode
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import genai, litellm, mastra, openinference, openllmetry, pydantic_ai, vercel_ai
-from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
+from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, ToolExecution
 from otel_toolscore.conventions.parsing import (
     as_text,
     clean_strings,

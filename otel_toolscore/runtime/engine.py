@@ -7,7 +7,6 @@ on its worker thread; the sidecar and offline paths can call it the same way.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,8 @@ from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.config import Rule, ToolScoreSettings, sampled
 from otel_toolscore.outputs.otel import Emitter
 from otel_toolscore.scorers._loop import Inflight
-from otel_toolscore.scorers.base import Score, Scorer, build_scorers, run_scorers
+from otel_toolscore.scorers import run as scoring
+from otel_toolscore.scorers.base import Score, Scorer, build_scorers
 from otel_toolscore.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -80,9 +80,8 @@ class Engine:
         all_scorers = resolve_scorers(scorers, settings)
         # LLM-judged scorers run asynchronously after the agent span has left; only code
         # scorers (microseconds) run while it is held.
-        self.code_scorers = [s for s in all_scorers if getattr(s, "kind", "code") == "code"]
-        self.llm_scorers = [s for s in all_scorers if getattr(s, "kind", "code") == "llm"]
-        self.scorer_names = [str(getattr(s, "name", type(s).__name__)) for s in all_scorers]
+        self.code_scorers, self.llm_scorers = scoring.split(all_scorers)
+        self.scorer_names = [scoring.name_of(s) for s in all_scorers]
         for s in self.llm_scorers:
             # Judge latency and cost feed the pipeline-health metrics.
             if hasattr(s, "on_judge") and getattr(s, "on_judge") is None:
@@ -114,7 +113,7 @@ class Engine:
             apply_rules(traj, self.settings.rules)
             trace_id = int(traj.trace_id, 16)
             active = [s for s in self.code_scorers if sampled(trace_id, self._rate(s))]
-            results.append(RunResult(traj, _run_code_scorers(traj, active)))
+            results.append(RunResult(traj, scoring.run_scorers(traj, active)))
         return results
 
     def _any_sampled(self, trace_id: int) -> bool:
@@ -161,7 +160,7 @@ class Engine:
 
     async def _judge_run(self, traj: Trajectory, scorers: list[Scorer], run_span: ReadableSpan | None,
                          forward: Forward) -> None:
-        scores = list(await asyncio.gather(*(_ascore(s, traj) for s in scorers)))
+        scores = await scoring.ascore_all(traj, scorers)
         for evaluation in self.emit(RunResult(traj, scores), run_span):
             forward(evaluation)
 
@@ -176,34 +175,3 @@ class Engine:
         # The child has none of the parent's threads, and the parent's runs in flight are not
         # its own: a new judge loop (none for a processor already shut down).
         self._judges = Inflight(self.settings.llm_max_inflight) if self.llm_scorers and start else None
-
-
-def _run_code_scorers(traj: Trajectory, scorers: Sequence[Scorer]) -> list[Score]:
-    """``run_scorers`` one scorer at a time, so that what it lets through (BaseExceptions such
-    as SystemExit or KeyboardInterrupt raised inside a scorer, which are bugs on the worker
-    thread, never signals: those reach the main thread only) is that scorer's error score."""
-    scores: list[Score] = []
-    for scorer in scorers:
-        try:
-            scores.extend(run_scorers(traj, (scorer,)))
-        except BaseException as exc:  # noqa: BLE001
-            scores.append(Score.failed(_name(scorer), exc))
-    return scores
-
-
-def _name(scorer: Any) -> str:
-    return str(getattr(scorer, "name", None) or type(scorer).__name__)
-
-
-async def _ascore(scorer: Scorer, traj: Trajectory) -> Score:
-    """A scorer's async judgement; like ``Scorer.score``, it never raises."""
-    try:
-        result = await scorer.ascore(traj)  # type: ignore[attr-defined]
-        if not isinstance(result, Score):
-            raise TypeError(f"scorer {scorer.name} returned {type(result).__name__}, not Score")
-        return result
-    except asyncio.CancelledError:
-        raise  # shutdown cancelling what is in flight
-    except BaseException as exc:  # noqa: BLE001 - a judge failure is an error score, never a lost run;
-        # SystemExit/KeyboardInterrupt escaping a task would also stop the judge loop
-        return Score.failed(_name(scorer), exc)

@@ -19,11 +19,11 @@ from otel_toolscore.scorers.base import (
     get_scorer,
     register,
     resolve_expectations,
-    run_scorers,
 )
 from otel_toolscore.scorers.context_position import ContextPosition
 from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings, LLMScorer
 from otel_toolscore.scorers.prompt_alignment import PromptAlignment
+from otel_toolscore.scorers.run import run_scorers
 from otel_toolscore.scorers.tool_appropriateness import ToolCallAppropriateness
 from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
 from otel_toolscore.scorers.tool_results import ToolResultVerification

@@ -188,24 +188,6 @@ def get_scorer(name: str, **options: Any) -> Scorer:
     return cls(**options)
 
 
-def run_scorers(trajectory: Trajectory, scorers: Iterable[Any]) -> list[Score]:
-    """Run each scorer on the trajectory; one ``Score`` per scorer, in order, never raising.
-
-    Scorers that do not derive from ``Scorer`` (user callables) get the same protection.
-    """
-    scores: list[Score] = []
-    for scorer in scorers:
-        name = str(getattr(scorer, "name", None) or type(scorer).__name__)
-        try:
-            result = scorer.score(trajectory) if hasattr(scorer, "score") else scorer(trajectory)
-            if not isinstance(result, Score):
-                raise TypeError(f"scorer {name} returned {type(result).__name__}, not Score")
-        except Exception as exc:  # noqa: BLE001 - one bad scorer must not hide the others
-            result = Score.failed(name, exc)
-        scores.append(result)
-    return scores
-
-
 def default_code_scorers(
     *,
     expected_tool: str | None = None,
