@@ -139,3 +139,14 @@ def test_a_span_of_no_convention_is_neither() -> None:
     http = _span("GET /", {"http.method": "GET", "http.route": "/"})
     assert classify(http) is None
     assert read_span(http).conventions == []
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS, ids=lambda c: c.name)
+def test_what_a_convention_states_outright_its_detect_answers_the_same(convention: Any) -> None:
+    for key, roles, default in convention.stated:
+        assert key in convention.keys
+        for value, role in roles.items():
+            assert convention.detect(_span("x", {key: value}), {key: value}) == role, (key, value)
+        if default is not None:
+            odd = {key: "a value no table lists"}
+            assert convention.detect(_span("x", odd), odd) == default

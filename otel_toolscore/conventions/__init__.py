@@ -12,7 +12,7 @@ line in ``CONVENTIONS``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from types import MappingProxyType
 from typing import Any
@@ -22,7 +22,7 @@ from opentelemetry.trace import StatusCode
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import genai, litellm, mastra, openinference, openllmetry, pydantic_ai, vercel_ai
-from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, ToolExecution
+from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
     as_text,
     clean_strings,
@@ -44,20 +44,35 @@ CONVENTIONS: tuple[Convention, ...] = (
     genai.CONVENTION,
 )
 
+# The roles conventions state outright, asked before any detect: a framework's own span type
+# (Mastra's marks the model_inference duplicate of a model_step, which also says "chat"), then the
+# standard's GenAI operation, then the other conventions in ``CONVENTIONS`` order.
+_STATED_ORDER = (mastra.CONVENTION, genai.CONVENTION, vercel_ai.CONVENTION, openinference.CONVENTION,
+                 openllmetry.CONVENTION)
+_STATED: tuple[tuple[str, Mapping[str, Stated], Stated | None], ...] = tuple(
+    entry for c in _STATED_ORDER for entry in c.stated
+)
+
 __all__ = ["CONVENTIONS", "Convention", "SpanFacts", "ToolExecution", "classify", "read_span", "read_trace"]
 
 _GATE_KEYS = frozenset().union(*(c.keys for c in CONVENTIONS))
 _GATE_NAMES = tuple(n for c in CONVENTIONS for n in c.span_names)
 _GATED: dict[frozenset[str], tuple[Convention, ...]] = {}
+# a span with none of the gate keys can still be a convention's by its name alone (Vercel, litellm);
+# detect tells which
+_NAMED_ONLY = tuple(c for c in CONVENTIONS if c.span_names)
 
 
 def _gated(name: str, attrs: Attributes | None) -> tuple[Convention, ...]:
     """The conventions whose gate the span passes, in ``CONVENTIONS`` order.
 
-    One C-level intersection with every convention's keys, then a lookup of the answer for that
-    set of keys: the per-convention gates are not tested one by one on the hot path.
+    Most spans an app ends are not GenAI: one C-level pass over their keys says so. For the rest,
+    one intersection with every convention's keys and a lookup of the answer for that set of
+    keys: the per-convention gates are not tested one by one on the hot path.
     """
-    present = _GATE_KEYS.intersection(attrs) if attrs else frozenset()
+    if not attrs or _GATE_KEYS.isdisjoint(attrs):
+        return _NAMED_ONLY if name.startswith(_GATE_NAMES) else ()
+    present = _GATE_KEYS.intersection(attrs)
     if name.startswith(_GATE_NAMES):
         return tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present) or name.startswith(c.span_names))
     gated = _GATED.get(present)
@@ -66,6 +81,17 @@ def _gated(name: str, attrs: Attributes | None) -> tuple[Convention, ...]:
         if len(_GATED) < 4096:  # the key sets real emitters produce are few; a hostile stream's are not
             _GATED[present] = gated
     return gated
+
+
+def _stated_role(attrs: Attributes) -> Stated | None:
+    """The role a span states outright (``_STATED``), if it does."""
+    for key, roles, default in _STATED:
+        value = attrs.get(key)
+        if value is not None:
+            role = roles.get(value, default)
+            if role:
+                return role
+    return None
 
 
 def _hex(value: int, width: int) -> str:
@@ -104,8 +130,11 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     attrs: Attributes = MappingProxyType(raw) if type(raw) is dict else (raw or {})
     unread: list[tuple[Any, str]] = []
     token = collect_unread(unread)
+    # what the span states outright decides its role; else the first convention that states one
+    facts.role = _stated_role(attrs)
+    gated = _gated(facts.name, raw)
     try:
-        for convention in _gated(facts.name, raw):
+        for convention in gated:
             try:
                 stated = convention.detect(span, attrs)
                 if stated is None:
@@ -198,29 +227,47 @@ def _lookup_attributes(span: ReadableSpan) -> Attributes | None:
     SDK keeps a plain dict inside; it is read directly when it is there (ended spans' attributes
     no longer change), else the public property is.
     """
-    attrs = getattr(span, "_attributes", None)
-    if type(attrs) is dict:
-        return attrs
-    inner = getattr(attrs, "_dict", None)
-    if type(inner) is dict:
-        return inner
+    try:
+        attrs = span._attributes  # type: ignore[attr-defined]
+        inner = attrs if type(attrs) is dict else attrs._dict
+        if type(inner) is dict:
+            return inner
+    except AttributeError:
+        pass
     return span.attributes
 
 
 def classify(span: ReadableSpan) -> str | None:
     """Cheap look at one ending span: "agent" (may be a run: hold it), "genai" (other GenAI
-    activity), or None. The conventions' own ``detect``s, in ``read_span``'s order: a span is
-    an agent here exactly when ``read_span`` gives it the role "agent"."""
+    activity), or None. ``read_span``'s decision, made the same way: what the span states
+    outright, else the conventions whose gate it passes, each asked by its ``detect`` in order.
+    A span is an agent here exactly when ``read_span`` gives it the role "agent"
+    (``tests/test_detection.py``)."""
     attrs = _lookup_attributes(span)
+    if not attrs or _GATE_KEYS.isdisjoint(attrs):
+        # most spans an app ends: no convention's keys; only a name can still make it one's
+        name = span.name or ""
+        if not name.startswith(_GATE_NAMES):
+            return None
+        gated, attrs = _NAMED_ONLY, attrs or _EMPTY
+    else:
+        # (inlined _stated_role: this runs for every span the app ends)
+        for key, roles, default in _STATED:
+            value = attrs.get(key)
+            if value is not None:
+                stated = roles.get(value, default)
+                if stated:
+                    return "agent" if stated == "agent" else "genai"
+        gated = _gated(span.name or "", attrs)
     recognised = False
-    for convention in _gated(span.name or "", attrs):
+    for convention in gated:
         try:
-            stated = convention.detect(span, attrs or _EMPTY)
+            detected = convention.detect(span, attrs)
         except Exception:  # noqa: BLE001 - read_span records it; the hot path must not raise
             continue
-        if stated:
-            return "agent" if stated == "agent" else "genai"
-        recognised = recognised or stated is not None
+        if detected:
+            return "agent" if detected == "agent" else "genai"
+        recognised = recognised or detected is not None
     return "genai" if recognised else None
 
 

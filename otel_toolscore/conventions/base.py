@@ -105,3 +105,6 @@ class Convention:
     #: reads the span's content, told what its own ``detect`` stated
     read: Callable[[ReadableSpan, Attributes, SpanFacts, Stated], None]
     span_names: tuple[str, ...] = ()
+    #: roles the convention states outright in one attribute: (key, {value: role}, the role of any
+    #: other value or None), which ``detect`` answers the same way; asked first (a lookup, no call)
+    stated: tuple[tuple[str, Mapping[str, Stated], Stated | None], ...] = ()

@@ -18,6 +18,12 @@ _DEPRECATED_EVENTS = frozenset(
 )
 # a span that reports its content in the deprecated events names its system or model too
 _EVENT_CARRIERS = frozenset({sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_REQUEST_MODEL})
+_OP_ROLES: dict[str, Stated] = {
+    **dict.fromkeys(sc.AGENT_OPERATIONS, "agent"),
+    **dict.fromkeys(sc.LLM_OPERATIONS, "llm"),
+    sc.OP_EXECUTE_TOOL: "tool",
+    sc.OP_RETRIEVAL: "retrieval",
+}
 _KEYS = frozenset(
     {sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_TOOL_NAME}
 ) | _EVENT_CARRIERS
@@ -30,13 +36,7 @@ def _deprecated_events(span: ReadableSpan) -> list[Any]:
 def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
     op = attrs.get(sc.GEN_AI_OPERATION_NAME)
     if op is not None:
-        if op in sc.AGENT_OPERATIONS:
-            return "agent"
-        if op in sc.LLM_OPERATIONS:
-            return "llm"
-        if op == sc.OP_EXECUTE_TOOL:
-            return "tool"
-        return "retrieval" if op == sc.OP_RETRIEVAL else "other"
+        return _OP_ROLES.get(op, "other")
     # no operation name: a chat span known by its messages (older emitters, custom code)
     if sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs:
         return "llm"
@@ -243,4 +243,4 @@ def _read_events(events: list[Any], facts: SpanFacts) -> None:
         facts.output_messages = outputs
 
 
-CONVENTION = Convention(NAME, _KEYS, detect, read)
+CONVENTION = Convention(NAME, _KEYS, detect, read, stated=((sc.GEN_AI_OPERATION_NAME, _OP_ROLES, None),))

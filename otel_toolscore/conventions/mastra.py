@@ -59,4 +59,4 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
             facts.system_instructions = p.system_from_messages(facts.input_messages)
 
 
-CONVENTION = Convention(NAME, frozenset({sc.MASTRA_SPAN_TYPE}), detect, read)
+CONVENTION = Convention(NAME, frozenset({sc.MASTRA_SPAN_TYPE}), detect, read, stated=((sc.MASTRA_SPAN_TYPE, _ROLES, "other"),))

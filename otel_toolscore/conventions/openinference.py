@@ -216,4 +216,4 @@ def _read_retriever(attrs: Attributes, facts: SpanFacts) -> None:
         facts.documents = docs
 
 
-CONVENTION = Convention(NAME, frozenset({sc.OI_SPAN_KIND}), detect, read)
+CONVENTION = Convention(NAME, frozenset({sc.OI_SPAN_KIND}), detect, read, stated=((sc.OI_SPAN_KIND, _ROLES, None),))

@@ -20,7 +20,8 @@ from otel_toolscore.trajectory import Message, ToolCallRequest, ToolResultPart
 
 NAME = "openllmetry"
 _LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
-_AGENT_KINDS = frozenset({"workflow", "agent"})
+_KIND_ROLES: dict[str, Stated] = {"workflow": "agent", "agent": "agent", "tool": "tool"}
+_REQUEST_ROLES: dict[str, Stated] = dict.fromkeys(_LLM_REQUEST_TYPES, "llm")
 # The flattened form always starts at index 0, and every message has a role (or content): these
 # few keys tell it with one set operation instead of a prefix scan of every attribute.
 _FLATTENED = frozenset(
@@ -29,7 +30,7 @@ _FLATTENED = frozenset(
 
 
 def _is_llm(attrs: Attributes) -> bool:
-    return attrs.get(sc.LLM_REQUEST_TYPE) in _LLM_REQUEST_TYPES or not _FLATTENED.isdisjoint(attrs)
+    return attrs.get(sc.LLM_REQUEST_TYPE) in _REQUEST_ROLES or not _FLATTENED.isdisjoint(attrs)
 
 
 def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
@@ -37,13 +38,12 @@ def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
     llm = _is_llm(attrs)
     if kind is None and not llm and sc.LLM_REQUEST_TYPE not in attrs:
         return None
-    if kind in _AGENT_KINDS:
-        return "agent"
-    if kind == "tool":
-        return "tool"
-    if kind == "task" and _documents(attrs) is not None:
-        return "retrieval"
-    return "llm" if llm else ""
+    role = _KIND_ROLES.get(kind) if kind is not None else None
+    if role:
+        return role
+    if llm:
+        return "llm"
+    return "retrieval" if kind == "task" and _documents(attrs) is not None else ""
 
 
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
@@ -195,4 +195,7 @@ def _completions(completions: dict[int, dict[str, Any]]) -> list[Message]:
     return msgs
 
 
-CONVENTION = Convention(NAME, frozenset({sc.TL_SPAN_KIND, sc.LLM_REQUEST_TYPE}) | _FLATTENED, detect, read)
+CONVENTION = Convention(
+    NAME, frozenset({sc.TL_SPAN_KIND, sc.LLM_REQUEST_TYPE}) | _FLATTENED, detect, read,
+    stated=((sc.TL_SPAN_KIND, _KIND_ROLES, None), (sc.LLM_REQUEST_TYPE, _REQUEST_ROLES, None)),
+)

@@ -12,6 +12,11 @@ from otel_toolscore.trajectory import Message
 
 NAME = "vercel_ai"
 _PREFIX = "ai."  # its span names and operation ids
+_OP_ROLES: dict[str, Stated] = {
+    **dict.fromkeys(sc.AI_RUN_SPANS, "agent"),
+    **dict.fromkeys(sc.AI_LLM_SPANS, "llm"),
+    sc.AI_TOOL_SPAN: "tool",
+}
 
 
 def _operation(span: ReadableSpan, attrs: Attributes) -> str | None:
@@ -21,13 +26,7 @@ def _operation(span: ReadableSpan, attrs: Attributes) -> str | None:
 
 def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
     op = _operation(span, attrs)
-    if op is None:
-        return None
-    if op in sc.AI_RUN_SPANS:
-        return "agent"
-    if op in sc.AI_LLM_SPANS:
-        return "llm"
-    return "tool" if op == sc.AI_TOOL_SPAN else "other"
+    return None if op is None else _OP_ROLES.get(op, "other")
 
 
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
@@ -89,4 +88,7 @@ def _output(attrs: Attributes) -> Message:
     return msg
 
 
-CONVENTION = Convention(NAME, frozenset({sc.AI_OPERATION_ID}), detect, read, span_names=(_PREFIX,))
+CONVENTION = Convention(
+    NAME, frozenset({sc.AI_OPERATION_ID}), detect, read, span_names=(_PREFIX,),
+    stated=((sc.AI_OPERATION_ID, _OP_ROLES, None),),
+)
