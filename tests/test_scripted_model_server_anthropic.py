@@ -191,3 +191,29 @@ def test_openai_endpoint_unchanged(server) -> None:
         assert "request-id" not in resp.headers
     assert reply["choices"][0]["message"]["tool_calls"][0]["id"] == "call_chain_1"
     assert reply["id"] == "chatcmpl-chain-1"
+
+
+def test_messages_threads_hold_the_history(server) -> None:
+    """The message-threads beta: a continuing request sends only its new messages, no system or tools."""
+    srv, base_url = server
+    question = {"role": "user", "content": SCENARIO["user_question"]}
+    first = json.loads(_post(base_url, dict(_body([question]), thread={"type": "create"}))[2])
+    assert [b["id"] for b in first["content"]] == ["toolu_chain_1"]
+    body = {"model": "claude-haiku-4-5", "max_tokens": 1024, "messages": [_tool_results(first["content"])],
+            "thread": {"type": "continue", "previous_message_id": first["id"]}}
+    second = json.loads(_post(base_url, body)[2])
+    assert [b["id"] for b in second["content"]] == ["toolu_chain_2", "toolu_chain_3"]
+    # the held system prompt and tools count toward the input, as if sent again
+    assert second["usage"]["input_tokens"] > first["usage"]["input_tokens"]
+    body = dict(body, messages=[_tool_results(second["content"])],
+                thread={"type": "continue", "previous_message_id": second["id"]})
+    status, _, raw = _post(base_url, dict(body, stream=True))
+    third = _assemble(_sse(raw))
+    assert third["stop_reason"] == "end_turn" and third["content"][0]["text"] == SCENARIO["turns"][-1]["text"]
+    assert srv.problems == []
+    assert [r["turn"] for r in srv.requests] == [0, 1, 2]
+    assert srv.requests[1]["thread"] == {"type": "continue", "previous_message_id": "msg_chain_1"}
+    # an unknown thread is the error the SDK replays the full history on
+    status, _, raw = _post(base_url, dict(body, thread={"type": "continue", "previous_message_id": "msg_nope"}))
+    assert status == 404
+    assert json.loads(raw)["error"]["details"] == {"error_code": "thread_not_found"}

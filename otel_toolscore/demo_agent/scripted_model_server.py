@@ -9,7 +9,10 @@ traced without a real LLM.  It binds to 127.0.0.1 on a free port and answers:
 * ``POST /v1/responses`` -- the Responses API, non-streaming (enough for the OpenAI
   Agents SDK and for clients that call ``client.responses.create``);
 * ``POST /v1/messages`` -- the Anthropic Messages API, non-streaming, and Server-Sent Events
-  (``message_start`` ... ``message_stop``) when the request has ``"stream": true``;
+  (``message_start`` ... ``message_stop``) when the request has ``"stream": true``; with the
+  message-threads beta's ``thread`` field (``{"type": "create"}`` or ``{"type": "continue",
+  "previous_message_id": ...}``) the server holds the conversation under each reply's id, so a
+  continuing request sends only the new messages (and no ``system``/``tools``);
 * ``GET /v1/models`` and ``GET /v1/models/<id>``.
 
 Scripting
@@ -111,6 +114,7 @@ class ScriptedModelServer(ThreadingHTTPServer):
         self.problems: list[str] = []
         self._lock = threading.Lock()
         self._counters: dict[str, int] = {}
+        self.threads: dict[str, dict] = {}  # Messages API threads: reply id -> {system, tools, messages}
         self._thread: threading.Thread | None = None
         super().__init__((host, port), _Handler)
 
@@ -137,6 +141,7 @@ class ScriptedModelServer(ThreadingHTTPServer):
             self.requests.clear()
             self.problems.clear()
             self._counters.clear()
+            self.threads.clear()
 
     # -- scripting -----------------------------------------------------------------
     def pick_scenario(self, user_text: str) -> dict:
@@ -458,13 +463,32 @@ class _Handler(BaseHTTPRequestHandler):
 
 
     # -- Anthropic Messages API ---------------------------------------------------
-    def _anthropic_error(self, status: int, message: str, type_: str = "invalid_request_error") -> None:
+    def _anthropic_error(self, status: int, message: str, type_: str = "invalid_request_error",
+                         details: dict | None = None) -> None:
         self.server.problem(f"{self.command} {self.path}: {message}")
-        self._send_json(status, {"type": "error", "error": {"type": type_, "message": message}},
-                        {"request-id": f"req_{len(self.server.requests)}"})
+        error: dict = {"type": type_, "message": message}
+        if details:
+            error["details"] = details
+        self._send_json(status, {"type": "error", "error": error}, {"request-id": f"req_{len(self.server.requests)}"})
 
     def _messages(self, body: dict, entry: dict) -> None:
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        thread = body.get("thread") if isinstance(body.get("thread"), dict) else None
+        system, tools = body.get("system"), body.get("tools")
+        if thread is not None:
+            entry["thread"] = dict(thread)
+            if thread.get("type") == "continue":
+                with self.server._lock:
+                    held = self.server.threads.get(str(thread.get("previous_message_id")))
+                if held is None:
+                    self._anthropic_error(404, f"thread {thread.get('previous_message_id')!r} not found",
+                                          "not_found_error", {"error_code": "thread_not_found"})
+                    return
+                messages = held["messages"] + messages
+                system = held["system"] if system is None else system
+                tools = held["tools"] if tools is None else tools
+            elif thread.get("type") != "create":
+                raise LookupError(f"unknown thread type {thread.get('type')!r}")
         user_text = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
         n_results = sum(
             1 for m in messages for b in _anthropic_blocks(m.get("content")) if b.get("type") == "tool_result"
@@ -491,7 +515,7 @@ class _Handler(BaseHTTPRequestHandler):
             content = [{"type": "text", "text": turn["text"]}]
             stop_reason = "end_turn"
             output_tokens = _tokens(turn["text"])
-        input_tokens = _tokens(body.get("system")) + _tokens(messages) + _tokens(body.get("tools"))
+        input_tokens = _tokens(system) + _tokens(messages) + _tokens(tools)
         usage = {
             "input_tokens": input_tokens,
             "cache_creation_input_tokens": 0,
@@ -510,6 +534,12 @@ class _Handler(BaseHTTPRequestHandler):
             "stop_sequence": None,
             "usage": usage,
         }
+        if thread is not None:
+            with self.server._lock:
+                self.server.threads[msg_id] = {
+                    "system": system, "tools": tools,
+                    "messages": messages + [{"role": "assistant", "content": content}],
+                }
         if body.get("stream"):
             self._messages_stream(message)
             return

@@ -137,6 +137,18 @@ STACKS.update({
         "key_packages": ["anthropic", "opentelemetry-api"],
     },
 })
+for _name in ("anthropic_openinference", "anthropic_openllmetry", "anthropic_native"):
+    STACKS[f"{_name}_stream"] = dict(
+        STACKS[_name], args=["--stream"],
+        what=f"as {_name}, but every call streams: client.messages.stream(...) and get_final_message()",
+    )
+STACKS["anthropic_native_tool_runner"] = {
+    "venv": "anthropic_native",
+    "env": _ANTHROPIC_NATIVE_CONTENT,
+    "what": "the Anthropic SDK's own agent loop, client.beta.messages.tool_runner(tools=[beta_tool(f)...]).until_done(), "
+            "with the SDK's own OpenTelemetry tracing (content mode 'content'); the SDK makes the root span",
+    "key_packages": ["anthropic", "opentelemetry-api"],
+}
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
 
 
