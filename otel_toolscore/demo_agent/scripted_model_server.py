@@ -8,6 +8,11 @@ traced without a real LLM.  It binds to 127.0.0.1 on a free port and answers:
   ``stream_options.include_usage`` is true);
 * ``POST /v1/responses`` -- the Responses API, non-streaming (enough for the OpenAI
   Agents SDK and for clients that call ``client.responses.create``);
+* ``POST /v1/messages`` -- the Anthropic Messages API, non-streaming, and Server-Sent Events
+  (``message_start`` ... ``message_stop``) when the request has ``"stream": true``; with the
+  message-threads beta's ``thread`` field (``{"type": "create"}`` or ``{"type": "continue",
+  "previous_message_id": ...}``) the server holds the conversation under each reply's id, so a
+  continuing request sends only the new messages (and no ``system``/``tools``);
 * ``GET /v1/models`` and ``GET /v1/models/<id>``.
 
 Scripting
@@ -25,11 +30,12 @@ A *scenario* is a dict::
 
 The reply is chosen from the request alone, so the same scenario works for any client
 loop: the server counts the tool results already in the request (``role: tool`` messages
-in Chat Completions, ``function_call_output`` items in the Responses API) and answers with
-the first turn whose preceding turns' tool calls add up to that count.  A tool-call turn
-with three calls is therefore "done" once three tool results are present.  Tool-call ids
-are deterministic: ``call_<scenario>_<n>``, where ``n`` counts the scenario's tool calls
-from 1 in script order (so a retried request gets the same ids).
+in Chat Completions, ``function_call_output`` items in the Responses API, ``tool_result``
+content blocks in the Anthropic Messages API) and answers with the first turn whose
+preceding turns' tool calls add up to that count.  A tool-call turn with three calls is
+therefore "done" once three tool results are present.  Tool-call ids are deterministic:
+``call_<scenario>_<n>`` (``toolu_<scenario>_<n>`` in the Messages API), where ``n`` counts
+the scenario's tool calls from 1 in script order (so a retried request gets the same ids).
 
 Every request is recorded in ``server.requests`` (path, method, parsed JSON body, the
 scenario and turn chosen) and anything unexpected in ``server.problems``.
@@ -56,6 +62,7 @@ REQUEST_MODEL = "gpt-4o-mini"
 RESPONSE_MODEL = "gpt-4o-mini-2024-07-18"
 CREATED = 1767225600  # 2026-01-01T00:00:00Z, fixed for determinism
 SYSTEM_FINGERPRINT = "fp_conformance01"
+ANTHROPIC_RESPONSE_MODEL = "claude-haiku-4-5-20251001"  # the model every /v1/messages reply names
 
 DEMO_SCENARIO = {
     "name": "demo",
@@ -107,6 +114,7 @@ class ScriptedModelServer(ThreadingHTTPServer):
         self.problems: list[str] = []
         self._lock = threading.Lock()
         self._counters: dict[str, int] = {}
+        self.threads: dict[str, dict] = {}  # Messages API threads: reply id -> {system, tools, messages}
         self._thread: threading.Thread | None = None
         super().__init__((host, port), _Handler)
 
@@ -133,6 +141,7 @@ class ScriptedModelServer(ThreadingHTTPServer):
             self.requests.clear()
             self.problems.clear()
             self._counters.clear()
+            self.threads.clear()
 
     # -- scripting -----------------------------------------------------------------
     def pick_scenario(self, user_text: str) -> dict:
@@ -181,6 +190,17 @@ def _call_id(scenario: str, n: int) -> str:
     return f"call_{scenario}_{n}"
 
 
+def _tool_use_id(scenario: str, n: int) -> str:
+    return f"toolu_{scenario}_{n}"
+
+
+def _anthropic_blocks(content: Any) -> list:
+    """The content blocks of an Anthropic message: a string is one text block."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ScriptedModelServer
@@ -189,12 +209,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     # -- plumbing ------------------------------------------------------------------
-    def _send_json(self, status: int, payload: dict) -> None:
+    def _send_json(self, status: int, payload: dict, headers: dict | None = None) -> None:
         body = json.dumps(payload).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("x-request-id", f"req_{len(self.server.requests)}")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(body)
 
@@ -243,6 +265,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chat(body, entry)
             elif path == "/v1/responses":
                 self._responses(body, entry)
+            elif path == "/v1/messages":
+                try:
+                    self._messages(body, entry)
+                except LookupError as exc:
+                    self._anthropic_error(400, str(exc))
             else:
                 self._error(404, f"unknown path {path}")
         except LookupError as exc:
@@ -433,6 +460,138 @@ class _Handler(BaseHTTPRequestHandler):
                 "metadata": body.get("metadata") or {},
             },
         )
+
+
+    # -- Anthropic Messages API ---------------------------------------------------
+    def _anthropic_error(self, status: int, message: str, type_: str = "invalid_request_error",
+                         details: dict | None = None) -> None:
+        self.server.problem(f"{self.command} {self.path}: {message}")
+        error: dict = {"type": type_, "message": message}
+        if details:
+            error["details"] = details
+        self._send_json(status, {"type": "error", "error": error}, {"request-id": f"req_{len(self.server.requests)}"})
+
+    def _messages(self, body: dict, entry: dict) -> None:
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        thread = body.get("thread") if isinstance(body.get("thread"), dict) else None
+        system, tools = body.get("system"), body.get("tools")
+        if thread is not None:
+            entry["thread"] = dict(thread)
+            if thread.get("type") == "continue":
+                with self.server._lock:
+                    held = self.server.threads.get(str(thread.get("previous_message_id")))
+                if held is None:
+                    self._anthropic_error(404, f"thread {thread.get('previous_message_id')!r} not found",
+                                          "not_found_error", {"error_code": "thread_not_found"})
+                    return
+                messages = held["messages"] + messages
+                system = held["system"] if system is None else system
+                tools = held["tools"] if tools is None else tools
+            elif thread.get("type") != "create":
+                raise LookupError(f"unknown thread type {thread.get('type')!r}")
+        user_text = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+        n_results = sum(
+            1 for m in messages for b in _anthropic_blocks(m.get("content")) if b.get("type") == "tool_result"
+        )
+        scenario = self.server.pick_scenario(user_text)
+        name = scenario["name"]
+        turn_i, turn, first_call = self.server.pick_turn(scenario, n_results)
+        last = messages[-1] if messages else {}
+        last_blocks = _anthropic_blocks(last.get("content"))
+        last_role = "tool_result" if any(b.get("type") == "tool_result" for b in last_blocks) else last.get("role")
+        entry.update(scenario=name, turn=turn_i, last_role=last_role)
+        req_n = self.server.next_id(name)
+        msg_id = f"msg_{name}_{req_n}"
+
+        if turn.get("tool_calls"):
+            content = [
+                {"type": "tool_use", "id": _tool_use_id(name, first_call + j + 1), "name": c["name"],
+                 "input": c["arguments"]}
+                for j, c in enumerate(turn["tool_calls"])
+            ]
+            stop_reason = "tool_use"
+            output_tokens = _tokens(content) + 5 * len(content)
+        else:
+            content = [{"type": "text", "text": turn["text"]}]
+            stop_reason = "end_turn"
+            output_tokens = _tokens(turn["text"])
+        input_tokens = _tokens(system) + _tokens(messages) + _tokens(tools)
+        usage = {
+            "input_tokens": input_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+            "output_tokens": output_tokens,
+            "service_tier": "standard",
+        }
+        message = {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": ANTHROPIC_RESPONSE_MODEL,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        if thread is not None:
+            with self.server._lock:
+                self.server.threads[msg_id] = {
+                    "system": system, "tools": tools,
+                    "messages": messages + [{"role": "assistant", "content": content}],
+                }
+        if body.get("stream"):
+            self._messages_stream(message)
+            return
+        self._send_json(200, message, {"request-id": f"req_{len(self.server.requests)}"})
+
+    def _messages_stream(self, message: dict) -> None:
+        usage = message["usage"]
+        start = dict(message, content=[], stop_reason=None, stop_sequence=None,
+                     usage=dict(usage, output_tokens=1))
+        events: list[tuple[str, dict]] = [("message_start", {"type": "message_start", "message": start})]
+        for index, block in enumerate(message["content"]):
+            if block["type"] == "tool_use":
+                events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                       "content_block": dict(block, input={})}))
+                if index == 0:
+                    events.append(("ping", {"type": "ping"}))
+                args = json.dumps(block["input"])
+                half = len(args) // 2
+                for piece in (args[:half], args[half:]):
+                    events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                           "delta": {"type": "input_json_delta",
+                                                                     "partial_json": piece}}))
+            else:
+                events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                       "content_block": {"type": "text", "text": ""}}))
+                if index == 0:
+                    events.append(("ping", {"type": "ping"}))
+                words = block["text"].split(" ")
+                for k, word in enumerate(words):
+                    events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                           "delta": {"type": "text_delta",
+                                                                     "text": word if k == 0 else " " + word}}))
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        events.append(("message_delta", {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"input_tokens": usage["input_tokens"], "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0, "output_tokens": usage["output_tokens"]},
+        }))
+        events.append(("message_stop", {"type": "message_stop"}))
+
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("request-id", f"req_{len(self.server.requests)}")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for event, data in events:
+            self.wfile.write(f"event: {event}\n".encode("utf-8") + b"data: " + json.dumps(data).encode("utf-8")
+                             + b"\n\n")
+            self.wfile.flush()
 
 
 def start_server(script: dict | list[dict], host: str = "127.0.0.1", port: int = 0) -> tuple[ScriptedModelServer, str]:

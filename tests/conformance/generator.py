@@ -109,6 +109,46 @@ STACKS: dict[str, dict] = {
                          "opentelemetry-semantic-conventions-ai"],
     },
 }
+# The Anthropic SDK (2.x) traces its own API calls whenever a global tracer provider is set (anthropic._tracing);
+# ANTHROPIC_OPEN_TELEMETRY=false, its documented switch, keeps those spans out of the instrumentation-package stacks.
+_ANTHROPIC_NATIVE_OFF = {"ANTHROPIC_OPEN_TELEMETRY": "false"}
+_ANTHROPIC_NATIVE_CONTENT = {"ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE": "content"}
+STACKS.update({
+    "anthropic_openinference": {
+        "venv": "anthropic_openinference",
+        "env": _ANTHROPIC_NATIVE_OFF,
+        "what": "anthropic client (Messages API) + openinference-instrumentation-anthropic (OpenInference); "
+                "hand-written tool loop",
+        "key_packages": ["anthropic", "openinference-instrumentation-anthropic", "openinference-instrumentation",
+                         "openinference-semantic-conventions"],
+    },
+    "anthropic_openllmetry": {
+        "venv": "anthropic_openllmetry",
+        "env": {**_ANTHROPIC_NATIVE_OFF, "TRACELOOP_TRACE_CONTENT": "true"},
+        "what": "anthropic client (Messages API) + opentelemetry-instrumentation-anthropic (Traceloop/OpenLLMetry); "
+                "hand-written tool loop",
+        "key_packages": ["anthropic", "opentelemetry-instrumentation-anthropic", "opentelemetry-semantic-conventions-ai"],
+    },
+    "anthropic_native": {
+        "venv": "anthropic_native",
+        "env": _ANTHROPIC_NATIVE_CONTENT,
+        "what": "anthropic client (Messages API) with the SDK's own OpenTelemetry tracing (content mode 'content'), "
+                "no instrumentation package; hand-written tool loop",
+        "key_packages": ["anthropic", "opentelemetry-api"],
+    },
+})
+for _name in ("anthropic_openinference", "anthropic_openllmetry", "anthropic_native"):
+    STACKS[f"{_name}_stream"] = dict(
+        STACKS[_name], args=["--stream"],
+        what=f"as {_name}, but every call streams: client.messages.stream(...) and get_final_message()",
+    )
+STACKS["anthropic_native_tool_runner"] = {
+    "venv": "anthropic_native",
+    "env": _ANTHROPIC_NATIVE_CONTENT,
+    "what": "the Anthropic SDK's own agent loop, client.beta.messages.tool_runner(tools=[beta_tool(f)...]).until_done(), "
+            "with the SDK's own OpenTelemetry tracing (content mode 'content'); the SDK makes the root span",
+    "key_packages": ["anthropic", "opentelemetry-api"],
+}
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
 
 
@@ -268,7 +308,7 @@ def check_capture(doc: dict, name: str) -> list[str]:
 # ---------------------------------------------------------------------------------------
 def child_env(extra: dict) -> dict:
     env = {k: v for k, v in os.environ.items()
-           if not k.upper().endswith("_PROXY") and not k.startswith(("OTEL_", "TRACELOOP_", "OPENAI_", "LOGFIRE_"))}
+           if not k.upper().endswith("_PROXY") and not k.startswith(("OTEL_", "TRACELOOP_", "OPENAI_", "LOGFIRE_", "ANTHROPIC_"))}
     env.update({
         "NO_PROXY": "127.0.0.1,localhost",
         "OPENAI_API_KEY": "sk-conformance",

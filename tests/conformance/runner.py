@@ -243,6 +243,10 @@ def instrument(stack: str, provider) -> None:
             OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
         else:
             raise SystemExit(f"unknown stack {stack}")
+    elif stack.startswith("anthropic_"):
+        from frameworks import anthropic_sdk
+
+        anthropic_sdk.instrument(stack, provider)
     else:
         raise SystemExit(f"unknown stack {stack}")
 
@@ -325,6 +329,10 @@ def main() -> int:
             final, executed = run_pydantic_ai(args.base_url, question)
         elif args.stack.startswith("openai_agents_"):
             final, executed = run_openai_agents(args.base_url, question)
+        elif args.stack.startswith("anthropic_"):
+            from frameworks import anthropic_sdk
+
+            final, executed = anthropic_sdk.run(args.stack, provider, args.base_url, question, args.stream)
         else:
             final, executed = run_hand_loop(args.stack, provider, args.base_url, question, args.stream)
         provider.force_flush()
