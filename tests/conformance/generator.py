@@ -108,6 +108,15 @@ STACKS: dict[str, dict] = {
         "key_packages": ["openai", "openai-agents", "opentelemetry-instrumentation-openai-agents",
                          "opentelemetry-semantic-conventions-ai"],
     },
+    "llamaindex_openinference": {
+        "venv": "llamaindex_openinference",
+        # OpenInference records message content by default (OPENINFERENCE_HIDE_* unset = false).
+        "what": "llama-index FunctionAgent (FunctionTool tools, llama-index OpenAI LLM with api_base=scripted server, "
+                "streaming as by default) + openinference-instrumentation-llama-index",
+        "key_packages": ["openai", "llama-index-core", "llama-index-llms-openai", "llama-index-workflows",
+                         "llama-index-instrumentation", "openinference-instrumentation-llama-index",
+                         "openinference-instrumentation", "openinference-semantic-conventions"],
+    },
 }
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
 
