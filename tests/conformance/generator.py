@@ -117,6 +117,17 @@ STACKS: dict[str, dict] = {
                          "llama-index-instrumentation", "openinference-instrumentation-llama-index",
                          "openinference-instrumentation", "openinference-semantic-conventions"],
     },
+    "smolagents_openinference": {
+        "venv": "smolagents_openinference",
+        # OpenInference records message content by default (OPENINFERENCE_HIDE_* unset = false).
+        # server: frameworks/smolagents.py plays the final text as a final_answer tool call and counts
+        # smolagents' "Calling tools:" messages as tool results (see that module).
+        "server": "smolagents",
+        "what": "smolagents ToolCallingAgent (@tool functions, OpenAIServerModel with api_base=scripted server; the "
+                "final text is scripted as a final_answer tool call) + openinference-instrumentation-smolagents",
+        "key_packages": ["openai", "smolagents", "openinference-instrumentation-smolagents",
+                         "openinference-instrumentation", "openinference-semantic-conventions"],
+    },
 }
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
 
@@ -288,9 +299,18 @@ def child_env(extra: dict) -> dict:
     return env
 
 
+def server_for(spec: dict):
+    """start_server, or the stack's own (frameworks/<spec["server"]>.py ``start_server``: same contract)."""
+    if not spec.get("server"):
+        return start_server
+    import importlib
+
+    return importlib.import_module(f"frameworks.{spec['server']}").start_server
+
+
 def run_one(stack: str, scenario: str, out_dir: str, timeout: float) -> tuple[bool, list[str], dict]:
     spec = STACKS[stack]
-    server, base_url = start_server(S.server_script(scenario))
+    server, base_url = server_for(spec)(S.server_script(scenario))
     target = os.path.join(out_dir, stack, f"{scenario}.json")
     problems: list[str] = []
     summary: dict = {}

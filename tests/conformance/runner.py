@@ -309,6 +309,7 @@ def run_openai_agents(base_url: str, question: str) -> tuple[str, list]:
 # Frameworks whose agent run lives in frameworks/<module>.py: stack-name prefix -> module.
 FRAMEWORKS = {
     "llamaindex_": "llamaindex",
+    "smolagents_": "smolagents",
 }
 
 
