@@ -46,6 +46,15 @@ _V2_ENV = {
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
 }
 
+# crewAI's own telemetry, its run tracing and its PyPI version check off (nothing may leave the
+# machine). Not OTEL_SDK_DISABLED: the SDK would then disable the runner's provider too.
+_CREWAI_OFF = {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+}
+
 STACKS: dict[str, dict] = {
     "openinference_openai": {
         "venv": "openinference_openai",
@@ -127,6 +136,24 @@ STACKS: dict[str, dict] = {
                 "final text is scripted as a final_answer tool call) + openinference-instrumentation-smolagents",
         "key_packages": ["openai", "smolagents", "openinference-instrumentation-smolagents",
                          "openinference-instrumentation", "openinference-semantic-conventions"],
+    },
+    "crewai_openinference": {
+        "venv": "crewai",
+        # OpenInference records message content by default (OPENINFERENCE_HIDE_* unset = false).
+        "env": _CREWAI_OFF,
+        "what": "CrewAI Agent + Task + Crew (@tool tools, crewai.LLM with base_url=scripted server: crewai's native "
+                "OpenAI provider) + openinference-instrumentation-crewai + openinference-instrumentation-openai",
+        "key_packages": ["openai", "crewai", "openinference-instrumentation-crewai",
+                         "openinference-instrumentation-openai", "openinference-instrumentation",
+                         "openinference-semantic-conventions"],
+    },
+    "crewai_openllmetry": {
+        "venv": "crewai",
+        "env": {**_CREWAI_OFF, "TRACELOOP_TRACE_CONTENT": "true", "TRACELOOP_METRICS_ENABLED": "false"},
+        "what": "CrewAI Agent + Task + Crew (as crewai_openinference) + opentelemetry-instrumentation-crewai + "
+                "opentelemetry-instrumentation-openai (Traceloop/OpenLLMetry)",
+        "key_packages": ["openai", "crewai", "opentelemetry-instrumentation-crewai",
+                         "opentelemetry-instrumentation-openai", "opentelemetry-semantic-conventions-ai"],
     },
 }
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]

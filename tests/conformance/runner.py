@@ -310,6 +310,7 @@ def run_openai_agents(base_url: str, question: str) -> tuple[str, list]:
 FRAMEWORKS = {
     "llamaindex_": "llamaindex",
     "smolagents_": "smolagents",
+    "crewai_": "crewai",
 }
 
 
