@@ -155,6 +155,16 @@ STACKS: dict[str, dict] = {
         "key_packages": ["openai", "crewai", "opentelemetry-instrumentation-crewai",
                          "opentelemetry-instrumentation-openai", "opentelemetry-semantic-conventions-ai"],
     },
+    "agno_openinference": {
+        "venv": "agno_openinference",
+        # OpenInference records message content by default (OPENINFERENCE_HIDE_* unset = false);
+        # AGNO_TELEMETRY=false: Agno's own telemetry off.
+        "env": {"AGNO_TELEMETRY": "false"},
+        "what": "Agno Agent (plain-function tools, OpenAIChat with base_url=scripted server, instructions=) + "
+                "openinference-instrumentation-agno",
+        "key_packages": ["openai", "agno", "openinference-instrumentation-agno", "openinference-instrumentation",
+                         "openinference-semantic-conventions"],
+    },
 }
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
 

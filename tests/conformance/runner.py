@@ -311,6 +311,7 @@ FRAMEWORKS = {
     "llamaindex_": "llamaindex",
     "smolagents_": "smolagents",
     "crewai_": "crewai",
+    "agno_": "agno",
 }
 
 
