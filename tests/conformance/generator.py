@@ -46,6 +46,15 @@ _V2_ENV = {
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
 }
 
+# crewAI's own telemetry, its run tracing and its PyPI version check off (nothing may leave the
+# machine). Not OTEL_SDK_DISABLED: the SDK would then disable the runner's provider too.
+_CREWAI_OFF = {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+}
+
 STACKS: dict[str, dict] = {
     "openinference_openai": {
         "venv": "openinference_openai",
@@ -107,6 +116,54 @@ STACKS: dict[str, dict] = {
                 "opentelemetry-instrumentation-openai-agents (Traceloop/OpenLLMetry)",
         "key_packages": ["openai", "openai-agents", "opentelemetry-instrumentation-openai-agents",
                          "opentelemetry-semantic-conventions-ai"],
+    },
+    "llamaindex_openinference": {
+        "venv": "llamaindex_openinference",
+        # OpenInference records message content by default (OPENINFERENCE_HIDE_* unset = false).
+        "what": "llama-index FunctionAgent (FunctionTool tools, llama-index OpenAI LLM with api_base=scripted server, "
+                "streaming as by default) + openinference-instrumentation-llama-index",
+        "key_packages": ["openai", "llama-index-core", "llama-index-llms-openai", "llama-index-workflows",
+                         "llama-index-instrumentation", "openinference-instrumentation-llama-index",
+                         "openinference-instrumentation", "openinference-semantic-conventions"],
+    },
+    "smolagents_openinference": {
+        "venv": "smolagents_openinference",
+        # OpenInference records message content by default (OPENINFERENCE_HIDE_* unset = false).
+        # server: frameworks/smolagents.py plays the final text as a final_answer tool call and counts
+        # smolagents' "Calling tools:" messages as tool results (see that module).
+        "server": "smolagents",
+        "what": "smolagents ToolCallingAgent (@tool functions, OpenAIServerModel with api_base=scripted server; the "
+                "final text is scripted as a final_answer tool call) + openinference-instrumentation-smolagents",
+        "key_packages": ["openai", "smolagents", "openinference-instrumentation-smolagents",
+                         "openinference-instrumentation", "openinference-semantic-conventions"],
+    },
+    "crewai_openinference": {
+        "venv": "crewai",
+        # OpenInference records message content by default (OPENINFERENCE_HIDE_* unset = false).
+        "env": _CREWAI_OFF,
+        "what": "CrewAI Agent + Task + Crew (@tool tools, crewai.LLM with base_url=scripted server: crewai's native "
+                "OpenAI provider) + openinference-instrumentation-crewai + openinference-instrumentation-openai",
+        "key_packages": ["openai", "crewai", "openinference-instrumentation-crewai",
+                         "openinference-instrumentation-openai", "openinference-instrumentation",
+                         "openinference-semantic-conventions"],
+    },
+    "crewai_openllmetry": {
+        "venv": "crewai",
+        "env": {**_CREWAI_OFF, "TRACELOOP_TRACE_CONTENT": "true", "TRACELOOP_METRICS_ENABLED": "false"},
+        "what": "CrewAI Agent + Task + Crew (as crewai_openinference) + opentelemetry-instrumentation-crewai + "
+                "opentelemetry-instrumentation-openai (Traceloop/OpenLLMetry)",
+        "key_packages": ["openai", "crewai", "opentelemetry-instrumentation-crewai",
+                         "opentelemetry-instrumentation-openai", "opentelemetry-semantic-conventions-ai"],
+    },
+    "agno_openinference": {
+        "venv": "agno_openinference",
+        # OpenInference records message content by default (OPENINFERENCE_HIDE_* unset = false);
+        # AGNO_TELEMETRY=false: Agno's own telemetry off.
+        "env": {"AGNO_TELEMETRY": "false"},
+        "what": "Agno Agent (plain-function tools, OpenAIChat with base_url=scripted server, instructions=) + "
+                "openinference-instrumentation-agno",
+        "key_packages": ["openai", "agno", "openinference-instrumentation-agno", "openinference-instrumentation",
+                         "openinference-semantic-conventions"],
     },
 }
 # The Anthropic SDK (2.x) traces its own API calls whenever a global tracer provider is set (anthropic._tracing);
@@ -319,9 +376,18 @@ def child_env(extra: dict) -> dict:
     return env
 
 
+def server_for(spec: dict):
+    """start_server, or the stack's own (frameworks/<spec["server"]>.py ``start_server``: same contract)."""
+    if not spec.get("server"):
+        return start_server
+    import importlib
+
+    return importlib.import_module(f"frameworks.{spec['server']}").start_server
+
+
 def run_one(stack: str, scenario: str, out_dir: str, timeout: float) -> tuple[bool, list[str], dict]:
     spec = STACKS[stack]
-    server, base_url = start_server(S.server_script(scenario))
+    server, base_url = server_for(spec)(S.server_script(scenario))
     target = os.path.join(out_dir, stack, f"{scenario}.json")
     problems: list[str] = []
     summary: dict = {}

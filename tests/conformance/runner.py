@@ -310,6 +310,24 @@ def run_openai_agents(base_url: str, question: str) -> tuple[str, list]:
     return str(result.final_output), executed
 
 
+# Frameworks whose agent run lives in frameworks/<module>.py: stack-name prefix -> module.
+FRAMEWORKS = {
+    "llamaindex_": "llamaindex",
+    "smolagents_": "smolagents",
+    "crewai_": "crewai",
+    "agno_": "agno",
+}
+
+
+def framework_of(stack: str):
+    import importlib
+
+    for prefix, module in FRAMEWORKS.items():
+        if stack.startswith(prefix):
+            return importlib.import_module(f"frameworks.{module}")
+    return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--stack", required=True)
@@ -323,9 +341,15 @@ def main() -> int:
     summary: dict = {"stack": args.stack, "scenario": args.scenario, "ok": False}
     try:
         provider, exporter = make_provider(args.stack)
-        instrument(args.stack, provider)
+        framework = framework_of(args.stack)
+        if framework is not None:
+            framework.instrument(args.stack, provider)
+        else:
+            instrument(args.stack, provider)
         question = S.SCENARIOS[args.scenario]["user_question"]
-        if args.stack.startswith("pydantic_ai"):
+        if framework is not None:
+            final, executed = framework.run(args.stack, args.base_url, question, provider)
+        elif args.stack.startswith("pydantic_ai"):
             final, executed = run_pydantic_ai(args.base_url, question)
         elif args.stack.startswith("openai_agents_"):
             final, executed = run_openai_agents(args.base_url, question)
