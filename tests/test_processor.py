@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext
 
 from otel_toolscore import read_otlp_json
-from otel_toolscore.processor import ToolScoreSpanProcessor
-from otel_toolscore.replay import replay
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
+from otel_toolscore.runtime.replay import replay
 from otel_toolscore.scorers.base import Score, Scorer
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -39,9 +39,7 @@ except ImportError:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "fixtures" / "traces"
 CAPTURES = ROOT / "tests" / "conformance" / "captures"
-FIXTURES = sorted(SHARED.glob("*/*.json")) + sorted(
-    p for p in CAPTURES.glob("*/*.json") if p.name != "pending.json"  # pending.json: reasons, not a trace
-)
+FIXTURES = sorted(SHARED.glob("*/*.json")) + sorted(f for f in CAPTURES.glob("*/*.json") if f.name != "pending.json")
 
 
 class Pipeline:
@@ -291,7 +289,7 @@ def test_full_queue_drops_the_scoring_not_the_spans() -> None:
 def test_drops_are_counted_off_the_app_thread_and_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     """A full queue drops runs in the app's on_end; the metric adds (µs each) happen on the
     worker, and every dropped run is counted once by the time force_flush returns."""
-    from otel_toolscore.emit import Emitter
+    from otel_toolscore.outputs.otel import Emitter
 
     adders: list[str] = []
     original = Emitter.count_evaluation
@@ -398,7 +396,7 @@ def test_code_scorers_only_never_import_litellm() -> None:
         "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
         "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
         "import otel_toolscore\n"
-        "from otel_toolscore.processor import ToolScoreSpanProcessor\n"
+        "from otel_toolscore.runtime.processor import ToolScoreSpanProcessor\n"
         "p = ToolScoreSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()))\n"
         "tp = TracerProvider(); tp.add_span_processor(p)\n"
         "t = tp.get_tracer('x')\n"
