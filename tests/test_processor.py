@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "fixtures" / "traces"
 CAPTURES = ROOT / "tests" / "conformance" / "captures"
-FIXTURES = sorted(SHARED.glob("*/*.json")) + sorted(CAPTURES.glob("*/*.json"))
+FIXTURES = [p for p in sorted(SHARED.glob("*/*.json")) + sorted(CAPTURES.glob("*/*.json")) if p.name != "pending.json"]
 
 
 class Pipeline:

@@ -46,6 +46,13 @@ _V2_ENV = {
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
 }
 
+_ADK_ENV = {
+    # litellm: read the bundled model cost map instead of downloading it at import (the runner
+    # allows loopback only).
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+}
+_ADK_PACKAGES = ["google-adk", "google-genai", "litellm", "openai"]
+
 STACKS: dict[str, dict] = {
     "openinference_openai": {
         "venv": "openinference_openai",
@@ -107,6 +114,47 @@ STACKS: dict[str, dict] = {
                 "opentelemetry-instrumentation-openai-agents (Traceloop/OpenLLMetry)",
         "key_packages": ["openai", "openai-agents", "opentelemetry-instrumentation-openai-agents",
                          "opentelemetry-semantic-conventions-ai"],
+    },
+    # --- Google ADK (tests/conformance/frameworks/adk.py) ---
+    "adk_native": {
+        "venv": "adk",
+        "env": _ADK_ENV | {
+            # ADK's default schema (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN unset = 2, OTel GenAI semconv 1.44):
+            # content on the semconv spans only in the span-bearing modes SPAN_ONLY|SPAN_AND_EVENT
+            # (google/adk/telemetry/context.py TelemetryConfig); "true" would mean EVENT_ONLY (logs, not spans).
+            "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+        },
+        "what": "Google ADK LlmAgent (LiteLlm openai/gpt-4o-mini, api_base=scripted server; six function tools) run by "
+                "InMemoryRunner.run_async, ADK's own OpenTelemetry tracing, default telemetry schema (2)",
+        "key_packages": _ADK_PACKAGES,
+    },
+    "adk_native_legacy": {
+        "venv": "adk",
+        "env": _ADK_ENV | {
+            # The legacy schema (gcp.vertex.agent.* attributes, call_llm spans); its span content is
+            # ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS (default on, set explicitly here).
+            "ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1",
+            "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "true",
+        },
+        "what": "as adk_native, with ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1 (legacy schema, gcp.vertex.agent.*)",
+        "key_packages": _ADK_PACKAGES,
+    },
+    "adk_openinference": {
+        "venv": "adk",
+        "env": _ADK_ENV,
+        "what": "as adk_native (default schema 2), plus openinference-instrumentation-google-adk (GoogleADKInstrumentor: "
+                "its own CHAIN/AGENT/TOOL spans, LLM attributes written onto ADK's spans)",
+        "key_packages": _ADK_PACKAGES + ["openinference-instrumentation-google-adk", "openinference-instrumentation",
+                                         "openinference-semantic-conventions"],
+    },
+    "adk_openinference_legacy": {
+        "venv": "adk",
+        "env": _ADK_ENV | {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
+        "what": "as adk_openinference, with ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1 (ADK's legacy schema: call_llm spans, "
+                "which the OpenInference instrumentor turns into LLM spans)",
+        "key_packages": _ADK_PACKAGES + ["openinference-instrumentation-google-adk", "openinference-instrumentation",
+                                         "openinference-semantic-conventions"],
     },
 }
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]

@@ -211,8 +211,20 @@ def run_hand_loop(stack: str, provider, base_url: str, question: str, stream: bo
         return chat_loop(base_url, question, stream)
 
 
+def _framework(stack: str):
+    """The module under frameworks/ that runs this stack, or None (stacks handled in this file)."""
+    import importlib
+
+    for prefix, module in (("adk_", "adk"), ("strands_", "strands"), ("agent_framework_", "agent_framework")):
+        if stack.startswith(prefix):
+            return importlib.import_module(f"frameworks.{module}")
+    return None
+
+
 def instrument(stack: str, provider) -> None:
-    if stack.startswith("openinference_openai"):
+    if (fw := _framework(stack)) is not None:
+        fw.instrument(stack, provider)
+    elif stack.startswith("openinference_openai"):
         from openinference.instrumentation.openai import OpenAIInstrumentor
 
         OpenAIInstrumentor().instrument(tracer_provider=provider)
@@ -321,7 +333,9 @@ def main() -> int:
         provider, exporter = make_provider(args.stack)
         instrument(args.stack, provider)
         question = S.SCENARIOS[args.scenario]["user_question"]
-        if args.stack.startswith("pydantic_ai"):
+        if (fw := _framework(args.stack)) is not None:
+            final, executed = fw.run(args.stack, args.base_url, question)
+        elif args.stack.startswith("pydantic_ai"):
             final, executed = run_pydantic_ai(args.base_url, question)
         elif args.stack.startswith("openai_agents_"):
             final, executed = run_openai_agents(args.base_url, question)
