@@ -52,6 +52,7 @@ _ADK_ENV = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
 }
 _ADK_PACKAGES = ["google-adk", "google-genai", "litellm", "openai"]
+_STRANDS_PACKAGES = ["strands-agents", "openai", "opentelemetry-instrumentation-threading"]
 
 STACKS: dict[str, dict] = {
     "openinference_openai": {
@@ -155,6 +156,25 @@ STACKS: dict[str, dict] = {
                 "which the OpenInference instrumentor turns into LLM spans)",
         "key_packages": _ADK_PACKAGES + ["openinference-instrumentation-google-adk", "openinference-instrumentation",
                                          "openinference-semantic-conventions"],
+    },
+    # --- Strands Agents (tests/conformance/frameworks/strands.py); Strands always records content ---
+    "strands_latest": {
+        "venv": "strands",
+        "env": {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"},
+        "what": "Strands Agents Agent (OpenAIModel, client_args base_url=scripted server, streaming Chat Completions; "
+                "six @tool functions) with its built-in tracing, latest GenAI conventions (content in span events)",
+        "key_packages": _STRANDS_PACKAGES,
+    },
+    "strands_default": {
+        "venv": "strands",
+        "what": "as strands_latest, without OTEL_SEMCONV_STABILITY_OPT_IN (the deprecated per-message span events)",
+        "key_packages": _STRANDS_PACKAGES,
+    },
+    "strands_span_attributes": {
+        "venv": "strands",
+        "env": {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental,gen_ai_span_attributes_only"},
+        "what": "as strands_latest, plus gen_ai_span_attributes_only (content as span attributes, no span events)",
+        "key_packages": _STRANDS_PACKAGES,
     },
 }
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
