@@ -53,6 +53,13 @@ _ADK_ENV = {
 }
 _ADK_PACKAGES = ["google-adk", "google-genai", "litellm", "openai"]
 _STRANDS_PACKAGES = ["strands-agents", "openai", "opentelemetry-instrumentation-threading"]
+_AF_ENV = {
+    # agent_framework.observability.ObservabilitySettings: instrumentation is on by default; content
+    # (messages, tool arguments and results) needs ENABLE_SENSITIVE_DATA.
+    "ENABLE_INSTRUMENTATION": "true",
+    "ENABLE_SENSITIVE_DATA": "true",
+}
+_AF_PACKAGES = ["agent-framework-core", "agent-framework-openai", "openai"]
 
 STACKS: dict[str, dict] = {
     "openinference_openai": {
@@ -175,6 +182,20 @@ STACKS: dict[str, dict] = {
         "env": {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental,gen_ai_span_attributes_only"},
         "what": "as strands_latest, plus gen_ai_span_attributes_only (content as span attributes, no span events)",
         "key_packages": _STRANDS_PACKAGES,
+    },
+    # --- Microsoft Agent Framework (tests/conformance/frameworks/agent_framework.py) ---
+    "agent_framework_chat": {
+        "venv": "agent_framework",
+        "env": _AF_ENV,
+        "what": "Microsoft Agent Framework Agent (OpenAIChatCompletionClient, base_url=scripted server: Chat "
+                "Completions; six @tool functions), agent.run, its own OpenTelemetry instrumentation with sensitive data",
+        "key_packages": _AF_PACKAGES,
+    },
+    "agent_framework_responses": {
+        "venv": "agent_framework",
+        "env": _AF_ENV,
+        "what": "as agent_framework_chat, with OpenAIChatClient (the Responses API)",
+        "key_packages": _AF_PACKAGES,
     },
 }
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
