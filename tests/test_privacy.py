@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_server import JudgeServer, judge_server_fixture, ok  # noqa: F401 - the fixture
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
@@ -30,6 +29,8 @@ try:  # renamed in recent SDK releases
     from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter as InMemoryLogExporter
 except ImportError:  # pragma: no cover
     from opentelemetry.sdk._logs.export import InMemoryLogExporter
+
+from tests.support.judge_server import JudgeServer, ok
 
 ROOT = Path(__file__).resolve().parents[1]
 
