@@ -5,7 +5,6 @@ off; nothing raises."""
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,11 +78,8 @@ SKIPPED = Score.skipped("tool_call_accuracy", "No expected tool for this run.")
 ERROR = Score.failed("tool_result_verification", RuntimeError("boom"))
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.upper().startswith("OTEL_TOOLSCORE_"):
-            monkeypatch.delenv(name)
+#: no OTEL_* variable of the machine running the tests leaks in
+pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ evaluation (value None, ``error.type`` set, never a 0), nothing raised, in bound
 the concurrency, rate and cost limits held; and the app never waits for a judge that is down.
 
 Everything goes through the real LLM scorers and real litellm over real HTTP to
-``tests/judge_server.py`` (or to a port that is closed, or that accepts and never reads). Time
+``tests/support/judge_server.py`` (or to a port that is closed, or that accepts and never reads). Time
 bounds here are hang detection only (generous multiples of the configured timeouts); speed is
 measured in ``benchmarks/judge_down.py``.
 """

@@ -18,10 +18,9 @@ from otel_toolscore.scorers.judge import LLMScorer
 from otel_toolscore.trajectory import Document, Retrieval, ToolDefinition, Trajectory
 
 from tests.support.judge_server import JudgeServer, auto_responder, ok
+from tests.support.paths import SAMPLE
 from tests.support.trajectory_factory import make_trajectory
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"
 MODEL = "openai/judge-test"
 
 

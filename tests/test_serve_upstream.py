@@ -88,8 +88,8 @@ def test_private_ca_and_client_certificate_serve_spans_and_forwarded_logs(
     finally:
         server.stop(5)
         upstream.stop()
-    paths = upstream.paths()
-    assert paths.count("/v1/logs") == 3 and "/v1/traces" in paths
+    received = upstream.paths()
+    assert received.count("/v1/logs") == 3 and "/v1/traces" in received
     assert all(r.client_cert for r in upstream.received())  # mutual TLS on both paths
 
 
