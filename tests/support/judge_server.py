@@ -249,8 +249,7 @@ class JudgeServer:
     # --- lifecycle ---------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._httpd.server_port}/v1"
 
     def start(self) -> JudgeServer:
         self._thread.start()

@@ -20,7 +20,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import grpc
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -197,6 +196,8 @@ class GrpcOtlpSink(_Kept):
     """OTLP/gRPC on 127.0.0.1 (insecure), started at once; ``url`` is ``http://host:port``."""
 
     def __init__(self) -> None:
+        import grpc  # the grpc extra: only this sink needs it
+
         super().__init__()
 
         def handler(signal: str, method: str) -> Any:

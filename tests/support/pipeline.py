@@ -46,7 +46,7 @@ class Pipeline:
 
     def metric_points(self, name: str) -> list[Any]:
         data = self.metrics.get_metrics_data()
-        out = []
+        out: list[Any] = []
         for rm in data.resource_metrics if data else []:
             for sm in rm.scope_metrics:
                 for m in sm.metrics:
