@@ -20,10 +20,6 @@ except ImportError:  # pragma: no cover - tests/constraints-min.txt
     from opentelemetry.sdk._logs import LogData as ReadableLogRecord  # type: ignore[assignment]
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
-try:  # renamed in SDK 1.38
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
-except ImportError:  # pragma: no cover - tests/constraints-min.txt
-    from opentelemetry.sdk._logs.export import InMemoryLogExporter as InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -41,6 +37,8 @@ from otel_toolscore.outputs.otel import SCORE_BUCKETS, Emitter, truncate
 from otel_toolscore.scorers import ToolCallValidation
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.trajectory import ToolCall, Trajectory
+
+from tests.support.pipeline import InMemoryLogExporter as InMemoryLogRecordExporter
 
 AGENT = "weather-agent"
 TOOL_SPAN_1 = "00000000000000a1"

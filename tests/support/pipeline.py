@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
-try:  # renamed in recent SDK releases
+try:  # renamed in SDK 1.38
     from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter as InMemoryLogExporter
 except ImportError:  # pragma: no cover - tests/constraints-min.txt
     from opentelemetry.sdk._logs.export import InMemoryLogExporter  # type: ignore[attr-defined,no-redef]
