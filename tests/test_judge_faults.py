@@ -54,6 +54,7 @@ from tests.support.judge_server import (
 from tests.support.paths import REPO
 from tests.support.pipeline import Pipeline
 from tests.support.spans import weather_run
+from tests.support.timing import wait_until
 from tests.support.trajectory_factory import make_trajectory
 
 MODEL = "openai/judge-test"
@@ -113,11 +114,8 @@ def assert_error(score: Score, error: str) -> None:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
+    if not wait_until(condition, timeout):
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 # --- every fault, every LLM scorer: bounded attempts, then the right error type ------------------

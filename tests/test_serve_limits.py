@@ -27,11 +27,10 @@ from otel_toolscore.runtime.serve.server import ToolScoreServer
 from tests.support.env import without_otel
 from tests.support.otlp_sink import GRPC_LOGS, GRPC_TRACES, PB, OtlpSink, Received
 from tests.support.spans import pb_body, plain_spans
+from tests.support.timing import MARGIN_S, wait_until
 
 pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
-#: what the machine may add to a bound (2 loaded vCPUs); a hang is many times this
-MARGIN_S = 4.0
 PROC_NET = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
 
 
@@ -80,10 +79,7 @@ class HoldingUpstream(OtlpSink):
         return 200
 
     def wait_arrived(self, n: int, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.arrived < n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self.arrived >= n
+        return wait_until(lambda: self.arrived >= n, timeout)
 
     def stop(self) -> None:
         self.release.set()

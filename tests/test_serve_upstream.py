@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -62,12 +61,6 @@ def _post(url: str, body: bytes, content_type: str) -> int:
     req = urllib.request.Request(url, data=body, headers={"Content-Type": content_type}, method="POST")
     with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback only
         return resp.status
-
-
-def _wait(predicate: Any, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not predicate():
-        time.sleep(0.05)
 
 
 def test_private_ca_and_client_certificate_serve_spans_and_forwarded_logs(

@@ -7,7 +7,8 @@
 * ``judge_server``: a scripted OpenAI-compatible judge, faults included;
 * ``spans``: spans of an agent run, built by a real SDK tracer or as ``ReadableSpan``s;
 * ``pipeline``: ``ToolScoreSpanProcessor`` wired to in-memory span, log and metric sinks;
-* ``trajectory_factory``: small trajectories for the scorer tests.
+* ``trajectory_factory``: small trajectories for the scorer tests;
+* ``timing``: the slack a time bound allows on a loaded machine, and polling for a condition.
 
 Nothing is imported here, so that a benchmark importing one module loads only that one.
 """
