@@ -54,7 +54,7 @@ from tests.support.judge_server import (
 from tests.support.paths import REPO
 from tests.support.pipeline import Pipeline
 from tests.support.spans import weather_run
-from tests.support.timing import wait_until
+from tests.support import timing
 from tests.support.trajectory_factory import make_trajectory
 
 MODEL = "openai/judge-test"
@@ -114,7 +114,7 @@ def assert_error(score: Score, error: str) -> None:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    if not wait_until(condition, timeout):
+    if not timing.wait_for(condition, timeout):
         raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 

@@ -41,7 +41,7 @@ from tests.support.env import without_otel
 from tests.support.paths import REPO
 from tests.support.pipeline import InMemoryLogExporter
 from tests.support.spans import weather_run
-from tests.support.timing import MARGIN_S, wait_until
+from tests.support.timing import MARGIN_S, wait_for
 
 AGENT = "invoke_agent weather-bot"
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -337,9 +337,9 @@ def test_a_downstream_raising_system_exit_for_held_spans_kills_neither_worker_no
     app = App([gate], downstream=down, hold_timeout=0.3, completion_grace=0.05, queue_size=4)
     app.run()
     assert gate.entered.wait(10)
-    assert wait_until(lambda: len(down.agents()) == 1)
+    assert wait_for(lambda: len(down.agents()) == 1)
     app.run()  # waits behind the stuck worker; only the timer can release it
-    assert wait_until(lambda: len(down.agents()) == 2), "the timer died on the first SystemExit"
+    assert wait_for(lambda: len(down.agents()) == 2), "the timer died on the first SystemExit"
     assert app.processor._timer.is_alive()
     gate.release.set()
     app.provider.shutdown()
@@ -368,7 +368,7 @@ def test_a_downstream_hanging_in_on_end_for_a_held_span_keeps_holds_and_shutdown
     app.run()
     assert down.hanging.wait(10)  # the worker is stuck in the downstream
     app.run()  # behind it: released by the timer at hold_timeout, unscored
-    assert wait_until(lambda: len(down.agents()) == 2)
+    assert wait_for(lambda: len(down.agents()) == 2)
     assert not scored(down.agents()[1])
     app.run()
     assert timed(app.provider.shutdown) < 0.5 + MARGIN_S
@@ -436,7 +436,7 @@ def test_shutdown_from_inside_a_scorer_completes_and_forwards_everything() -> No
     scorer.processor = app.processor
     t0 = time.monotonic()
     app.run()
-    assert wait_until(lambda: app.downstream.shutdowns == 1, 0.5 + MARGIN_S), "shutdown did not complete"
+    assert wait_for(lambda: app.downstream.shutdowns == 1, 0.5 + MARGIN_S), "shutdown did not complete"
     assert time.monotonic() - t0 < 0.5 + MARGIN_S
     assert app.downstream.names()[AGENT] == 1
     app.processor._worker.join(5)
@@ -450,9 +450,9 @@ def test_shutdown_from_inside_a_judge_completes() -> None:
     app = App([AsyncJudge(on_call=lambda: holder["p"].shutdown())], shutdown_timeout=0.5)
     holder["p"] = app.processor
     app.run()
-    assert wait_until(lambda: app.downstream.shutdowns == 1, 0.5 + MARGIN_S), "shutdown did not complete"
+    assert wait_for(lambda: app.downstream.shutdowns == 1, 0.5 + MARGIN_S), "shutdown did not complete"
     assert app.downstream.names()[AGENT] == 1
-    assert wait_until(lambda: not app.processor._engine._judges._thread.is_alive(), MARGIN_S)
+    assert wait_for(lambda: not app.processor._engine._judges._thread.is_alive(), MARGIN_S)
 
 
 def test_shutdown_during_an_on_end_storm_loses_and_duplicates_nothing() -> None:
@@ -560,7 +560,7 @@ def test_fork_with_a_judge_in_flight_gives_the_child_a_working_judge_loop() -> N
     judge = AsyncJudge(hang_in_pid=os.getpid())
     app = App(["tool_call_validation", judge], shutdown_timeout=0.5)
     app.run("parent")
-    assert wait_until(lambda: judge.calls == 1)  # in flight, never answering in the parent
+    assert wait_for(lambda: judge.calls == 1)  # in flight, never answering in the parent
 
     def child() -> dict[str, Any]:
         app.logs.clear()

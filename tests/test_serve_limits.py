@@ -27,7 +27,7 @@ from otel_toolscore.runtime.serve.server import ToolScoreServer
 from tests.support.env import without_otel
 from tests.support.otlp_sink import GRPC_LOGS, GRPC_TRACES, PB, OtlpSink, Received
 from tests.support.spans import pb_body, plain_spans
-from tests.support.timing import MARGIN_S, wait_until
+from tests.support.timing import MARGIN_S, wait_for
 
 pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
@@ -79,7 +79,7 @@ class HoldingUpstream(OtlpSink):
         return 200
 
     def wait_arrived(self, n: int, timeout: float = 10.0) -> bool:
-        return wait_until(lambda: self.arrived >= n, timeout)
+        return wait_for(lambda: self.arrived >= n, timeout)
 
     def stop(self) -> None:
         self.release.set()

@@ -10,7 +10,7 @@ from collections.abc import Callable
 MARGIN_S = 4.0
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
     """Poll ``condition`` every 10 ms: True as soon as it holds, False once ``timeout`` s passed."""
     deadline = time.monotonic() + timeout
     while not condition():
