@@ -17,6 +17,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from tests.support.paths import REPO
+
 
 class CountingExporter(SpanExporter):
     """A no-op span exporter that counts what it is given (and nothing else)."""
@@ -78,7 +80,6 @@ def telemetry_providers(kind: str, reader: Any = None) -> tuple[Any, Any, str]:
                     "with BatchLogRecordProcessor(no-op exporter)")
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def child_env() -> dict[str, str]:
@@ -86,7 +87,7 @@ def child_env() -> dict[str, str]:
     same ``otel_toolscore`` as this process (PYTHONPATH first, so an older checkout can be
     measured), and finds ``benchmarks`` from anywhere."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (env.get("PYTHONPATH"), ROOT) if x)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (env.get("PYTHONPATH"), str(REPO)) if x)
     return env
 
 

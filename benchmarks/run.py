@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import child_env, machine
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
 ALL = ("hotpath", "throughput", "latency", "memory", "sidecar")
 
 
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["benchmarks"][name] = {"skipped": "needs otel_toolscore.runtime.serve.server.ToolScoreServer"}
             continue
         report["benchmarks"][name] = run_one(name, args.quick, [])
-    out = args.out or ROOT / "benchmarks" / "results" / (
+    out = args.out or REPO / "benchmarks" / "results" / (
         dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ("-quick" if args.quick else "") + ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))

@@ -40,8 +40,9 @@ from otel_toolscore.ingest.otlp import (
     spans_from_otlp_dict,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "traces"
-FIXTURE_FILES = sorted(p for p in FIXTURES.glob("*/*.json")) if FIXTURES.is_dir() else []
+from tests.support.paths import FIXTURES, traces
+
+FIXTURE_FILES = traces(FIXTURES)
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 SPAN_HEX = "eee19b7ec3c1b174"

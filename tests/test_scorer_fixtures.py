@@ -18,7 +18,8 @@ from otel_toolscore.ingest.otlp import read_otlp_json
 from otel_toolscore.scorers import ToolCallAccuracy, ToolCallValidation, ToolResultVerification
 from otel_toolscore.trajectory import Trajectory
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "traces"
+from tests.support.paths import FIXTURES, trace_id, traces
+
 LABELS_PATH = FIXTURES / "labels.json"
 ARGUMENT_ISSUES = frozenset(
     {"missing_required_param", "type_mismatch", "schema_violation", "invalid_arguments"}
@@ -27,12 +28,8 @@ ARGUMENT_ISSUES = frozenset(
 pytestmark = pytest.mark.skipif(not LABELS_PATH.exists(), reason=f"no fixtures at {FIXTURES}")
 
 
-def _fixture_files() -> list[Path]:
-    return sorted(FIXTURES.glob("*/*.json")) if FIXTURES.exists() else []
-
-
-FILES = _fixture_files()
-IDS = [f"{path.parent.name}/{path.stem}" for path in FILES]
+FILES = traces(FIXTURES)
+IDS = [trace_id(path) for path in FILES]
 
 
 @lru_cache(maxsize=1)
