@@ -180,31 +180,25 @@ def _check_json_serialisable(details: dict[str, Any]) -> None:
 _S = TypeVar("_S", bound=type[Scorer])
 
 
+#: custom scorer classes given to ``register``
+_REGISTERED: dict[str, type[Scorer]] = {}
+
+
 class _ScorerClasses(Mapping[str, "type[Scorer]"]):
     """Scorer classes by name: the registry's built-ins, each imported when first asked for,
-    and the classes given to ``register``."""
-
-    def __init__(self) -> None:
-        self._registered: dict[str, type[Scorer]] = {}
+    and the custom ones given to ``register``."""
 
     def __getitem__(self, name: str) -> type[Scorer]:
-        registered = self._registered.get(name)
+        registered = _REGISTERED.get(name)
         if registered is not None:
             return registered
         return BY_NAME[name].load()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*BY_NAME, *self._registered]))
+        return iter(dict.fromkeys([*BY_NAME, *_REGISTERED]))
 
     def __len__(self) -> int:
-        return len(BY_NAME.keys() | self._registered.keys())
-
-    def register(self, cls: _S) -> _S:
-        existing = self.get(cls.name)
-        if existing is not None and existing is not cls:
-            raise ScorerConfigError(f"scorer name {cls.name!r} already registered by {existing!r}")
-        self._registered[cls.name] = cls
-        return cls
+        return len(BY_NAME.keys() | _REGISTERED.keys())
 
 
 SCORERS: Mapping[str, type[Scorer]] = _ScorerClasses()
@@ -213,11 +207,15 @@ SCORERS: Mapping[str, type[Scorer]] = _ScorerClasses()
 def register(cls: _S) -> _S:
     """Make a custom scorer class known by its ``name`` (a class decorator), for the settings'
     ``scorers`` and ``get_scorer``; the built-ins are the registry's."""
-    assert isinstance(SCORERS, _ScorerClasses)
-    return SCORERS.register(cls)
+    existing = SCORERS.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise ScorerConfigError(f"scorer name {cls.name!r} already registered by {existing!r}")
+    _REGISTERED[cls.name] = cls
+    return cls
 
 
 def scorer_class(name: str) -> type[Scorer]:
+    """The class of a scorer by name; ScorerConfigError naming the known ones otherwise."""
     try:
         return SCORERS[name]
     except KeyError:
