@@ -53,8 +53,9 @@ from rich.table import Table
 
 from otel_toolscore import semconv
 from otel_toolscore.runtime.bootstrap import install
-from otel_toolscore.outputs.report import _SHORT, _cell, _issues
+from otel_toolscore.outputs.report import _cell, _issues
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers
+from otel_toolscore.scorers.registry import column
 from otel_toolscore.trajectory import Trajectory
 
 try:  # SDK ≥ 1.39 names it LogRecordExporter; older ones LogExporter
@@ -688,7 +689,7 @@ def _summary(console: Console, scenarios: list[dict], runs: _Runs) -> int:
     table.add_column("run")
     table.add_column("tools called", max_width=24, overflow="fold")
     for name in names:
-        table.add_column(_SHORT.get(name, name), justify="right")
+        table.add_column(column(name), justify="right")
     notes: list[str] = []
     scored = 0
     for scenario in scenarios:
@@ -698,7 +699,7 @@ def _summary(console: Console, scenarios: list[dict], runs: _Runs) -> int:
         tools = ", ".join(c.name or "?" for c in trajectory.tool_calls) if trajectory else "(not scored)"
         by_name = {s.name: s for s in scores}
         table.add_row(scenario["name"], tools or "—", *(_cell(by_name.get(n), None) for n in names))
-        found = [f"{_SHORT.get(s.name, s.name)}: {text}" for s in scores for text in _issues(s)]
+        found = [f"{column(s.name)}: {text}" for s in scores for text in _issues(s)]
         notes.append(f"[bold]{scenario['name']}[/] [dim]({escape(scenario['what'])})[/]")
         # explanations hold lists like "[search_web]", which are not markup
         notes.extend(f"  [yellow]•[/] {escape(line)}" for line in found)

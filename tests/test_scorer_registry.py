@@ -9,9 +9,10 @@ import pytest
 from trajectory_factory import make_trajectory
 
 from otel_toolscore.scorers import SCORERS, Score, default_code_scorers
-from otel_toolscore.scorers.base import build_scorers, run_scorers
+from otel_toolscore.scorers.base import build_scorers
 from otel_toolscore.scorers.registry import BUILTIN, CODE_SCORERS, LLM_SCORERS, ScorerEntry, column
 from otel_toolscore.scorers.results import BLOCKING_SEVERITIES, CallResult, Issue, json_view
+from otel_toolscore.scorers.run import run_scorers
 
 
 @pytest.mark.parametrize("entry", BUILTIN, ids=lambda e: e.name)
@@ -80,11 +81,11 @@ def test_per_call_events_go_to_the_calls_own_span_even_when_ids_repeat() -> None
     # of the second call is not pinned on the first call's span.
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+    from trajectory_factory import make_call
 
     from otel_toolscore.config import ToolScoreSettings
     from otel_toolscore.outputs.otel import Emitter
     from otel_toolscore.scorers import ToolCallValidation
-    from trajectory_factory import make_call
 
     calls = [make_call("a", {}, "x", index=i, id="same", span_id=f"{i + 1:016x}") for i in range(2)]
     trajectory = make_trajectory(calls)

@@ -68,10 +68,10 @@ from otel_toolscore.scorers._facts import (
 from otel_toolscore.scorers._grounding import MAX_GROUNDING_VALUES, Sources, same_kind
 from otel_toolscore.scorers._grounding import finite as _finite
 from otel_toolscore.scorers.base import (
-    BuildInputs,
     LABEL_FAIL,
     LABEL_NO_TOOL_CALLS,
     LABEL_PASS,
+    BuildInputs,
     Score,
     Scorer,
     ScorerConfigError,

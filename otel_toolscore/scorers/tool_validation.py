@@ -45,10 +45,10 @@ from otel_toolscore.scorers._common import (
     suggestions_of,
 )
 from otel_toolscore.scorers.base import (
-    BuildInputs,
     LABEL_FAIL,
     LABEL_NO_TOOL_CALLS,
     LABEL_PASS,
+    BuildInputs,
     Score,
     Scorer,
     ScorerConfigError,
