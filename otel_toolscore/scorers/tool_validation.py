@@ -305,8 +305,9 @@ class ToolCallValidation(Scorer):
 
     @classmethod
     def for_default_set(cls, options: dict[str, Any], inputs: BuildInputs) -> ToolCallValidation:
-        # As before the registry: in the default set only the settings' schemas apply, its own
-        # options do not (unlike the other code scorers'; kept so that no output changes).
+        # The default set has always built it from the settings' schemas alone, leaving its
+        # scorer_options entry unread (the other code scorers read theirs): kept, because reading
+        # it would change what an existing configuration scores.
         return cls(schemas=inputs.schemas, allow_unknown_tools=inputs.allow_unknown_tools)
 
     def _score(self, trajectory: Trajectory) -> Score:
