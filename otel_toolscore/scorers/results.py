@@ -89,7 +89,7 @@ class CallResult:
             "issues": [issue.to_dict() for issue in self.issues],
         }
 
-    def pinned(self, trajectory: Trajectory, by_id: Mapping[str, ToolCall]) -> CallResult:
+    def _pinned(self, trajectory: Trajectory, by_id: Mapping[str, ToolCall]) -> CallResult:
         """This result with the call it is about: a scorer's own results know it already."""
         return self
 
@@ -108,7 +108,7 @@ def pin_to_calls(results: Sequence[CallResult], trajectory: Trajectory) -> list[
     for call in trajectory.tool_calls:  # the first call with each id, built once per run
         if call.id is not None:
             by_id.setdefault(call.id, call)
-    return [result.pinned(trajectory, by_id) for result in results]
+    return [result._pinned(trajectory, by_id) for result in results]
 
 
 # --- JSON written by a scorer that gives no typed results ---------------------------------------
@@ -118,7 +118,7 @@ def pin_to_calls(results: Sequence[CallResult], trajectory: Trajectory) -> list[
 class _ReadBack(CallResult):
     """A result read back from a JSON-only scorer's details: its call is what the JSON claims."""
 
-    def pinned(self, trajectory: Trajectory, by_id: Mapping[str, ToolCall]) -> CallResult:
+    def _pinned(self, trajectory: Trajectory, by_id: Mapping[str, ToolCall]) -> CallResult:
         # The JSON names the call by id, else by its position (scorers report calls in run
         # order); the name check keeps a report from being pinned on the wrong span.
         call = by_id.get(self.call_id) if self.call_id is not None else None
