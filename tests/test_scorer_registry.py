@@ -6,13 +6,18 @@ import json
 from typing import Any
 
 import pytest
-from trajectory_factory import make_trajectory
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
-from otel_toolscore.scorers import SCORERS, Score, default_code_scorers
+from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.outputs.otel import Emitter
+from otel_toolscore.scorers import SCORERS, Score, ToolCallValidation, default_code_scorers
 from otel_toolscore.scorers.base import build_scorers
 from otel_toolscore.scorers.registry import BUILTIN, CODE_SCORERS, LLM_SCORERS, ScorerEntry, column
 from otel_toolscore.scorers.results import BLOCKING_SEVERITIES, CallResult, Issue, json_view
 from otel_toolscore.scorers.run import run_scorers
+from tests.support.pipeline import InMemoryLogExporter
+from tests.support.trajectory_factory import make_call, make_trajectory
 
 
 @pytest.mark.parametrize("entry", BUILTIN, ids=lambda e: e.name)
@@ -79,17 +84,9 @@ def test_json_only_details_are_read_back_once() -> None:
 def test_per_call_events_go_to_the_calls_own_span_even_when_ids_repeat() -> None:
     # Some runs reuse a call id (tau-bench has a few): the result knows its call, so the event
     # of the second call is not pinned on the first call's span.
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-    from trajectory_factory import make_call
-
-    from otel_toolscore.config import ToolScoreSettings
-    from otel_toolscore.outputs.otel import Emitter
-    from otel_toolscore.scorers import ToolCallValidation
-
     calls = [make_call("a", {}, "x", index=i, id="same", span_id=f"{i + 1:016x}") for i in range(2)]
     trajectory = make_trajectory(calls)
-    exporter = InMemoryLogRecordExporter()
+    exporter = InMemoryLogExporter()
     logs = LoggerProvider()
     logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     emitter = Emitter(ToolScoreSettings(metrics=False), logger_provider=logs)
