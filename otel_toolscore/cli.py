@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.extras import MissingExtraError
-from otel_toolscore.ingest.otlp import OtlpDecodeError, load_otlp
+from otel_toolscore.ingest import OtlpDecodeError, load_otlp
 from otel_toolscore.outputs.report import (
     ScoredRun,
     ScoreProgress,

@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-from otel_toolscore.ingest.otlp import load_otlp
+from otel_toolscore.ingest import load_otlp
 
 APP = Path(__file__).resolve().parent / "data" / "install_app.py"
 

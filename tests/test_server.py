@@ -31,7 +31,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_toolscore.ingest.otlp import load_otlp, read_otlp_json
+from otel_toolscore.ingest import load_otlp, read_otlp_json
 from otel_toolscore.runtime.serve.server import ToolScoreServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -318,7 +318,7 @@ def test_stop_forwards_held_spans_scored_and_refuses_new_requests() -> None:
 
 
 def json_spans(path: Path) -> list[ReadableSpan]:
-    from otel_toolscore.ingest.otlp import read_otlp_json
+    from otel_toolscore.ingest import read_otlp_json
 
     return read_otlp_json(path)
 

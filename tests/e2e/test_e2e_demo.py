@@ -14,7 +14,7 @@ from otlp_sink import OtlpSink
 from otel_toolscore import semconv
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.demo import find_phoenix
-from otel_toolscore.ingest.otlp import load_otlp
+from otel_toolscore.ingest import load_otlp
 
 RUNS = ("good", "wrong_tool", "bad_arguments", "hallucinated", "failing_tool")
 #: (scenario, scorer short name in the table, cell)

@@ -11,7 +11,7 @@ from e2e_support import EXAMPLES, clean_env, require_examples_extra, run_python
 from otlp_sink import OtlpSink
 
 from otel_toolscore import semconv
-from otel_toolscore.ingest.otlp import decode_export_request
+from otel_toolscore.ingest import decode_export_request
 
 #: scenario → scorer → label every instrumentation stack must produce
 EXPECTED = {

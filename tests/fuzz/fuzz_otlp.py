@@ -15,7 +15,7 @@ JSON payloads structurally (including JSON held in string attributes, which the 
 parse), so fuzzing reaches past the JSON parser into the decoder, assembly and the scorers.
 
 The contract (input is untrusted; DESIGN.md): each entry point returns spans and problem notes,
-or raises its documented error (``OtlpDecodeError`` from otel_toolscore.ingest.otlp; the server's
+or raises its documented error (``OtlpDecodeError`` from otel_toolscore.ingest; the server's
 ``_Rejection``, an HTTP 4xx, from ``inflate``/``decode_traces``). Anything else is a crash, and
 so is any of these, which the code would otherwise swallow:
 
@@ -48,7 +48,7 @@ with atheris.instrument_imports(include=["otel_toolscore"]):
     from otel_toolscore.config import ToolScoreSettings
     from otel_toolscore.outputs.otel import Emitter
     from otel_toolscore.runtime.engine import Engine
-    from otel_toolscore.ingest.otlp import (
+    from otel_toolscore.ingest import (
         MAX_PROBLEMS,
         OtlpBatch,
         OtlpDecodeError,

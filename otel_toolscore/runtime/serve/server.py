@@ -100,9 +100,9 @@ from opentelemetry.sdk.trace.export import (
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
 from otel_toolscore.runtime.delivery import RetryingExporter
 from otel_toolscore.extras import require
-from otel_toolscore.ingest.otlp import (
+from otel_toolscore.ingest import (
     OtlpDecodeError,
-    _field,
+    count_json_spans,
     decode_export_request,
     parse_export_request,
     spans_from_otlp_dict,
@@ -602,23 +602,6 @@ def inflate(data: bytes, encoding: str, limit: int) -> bytes:
         raise _Rejection(400, "INVALID_ARGUMENT", f"{encoding} body cannot be decompressed: {exc}") from None
 
 
-def _count_json_spans(resource_spans: Any) -> int:
-    """Spans in an OTLP/JSON request, counted leniently (the decoder reports what is wrong)."""
-    total = 0
-    for entry in resource_spans if isinstance(resource_spans, list) else ():
-        if not isinstance(entry, dict):
-            continue
-        # The same field lookup as the decoder's, old OTLP names included, so that "total"
-        # counts every span it will try and partial_success reports every one it skipped.
-        groups = _field(entry, "scopeSpans", "scope_spans")
-        if groups is None:
-            groups = _field(entry, "instrumentationLibrarySpans", "instrumentation_library_spans")
-        for group in groups if isinstance(groups, list) else ():
-            spans = group.get("spans") if isinstance(group, dict) else None
-            total += len(spans) if isinstance(spans, list) else 0
-    return total
-
-
 @dataclass
 class DecodedTraces:
     spans: list[ReadableSpan]
@@ -649,7 +632,7 @@ def decode_traces(body: bytes, is_json: bool) -> DecodedTraces:
             if not doc:  # {} is the JSON form of an empty request
                 return DecodedTraces([], 0, [])
             raise _Rejection(400, "INVALID_ARGUMENT", "JSON but not an OTLP trace request: no resourceSpans")
-        total = _count_json_spans(resource_spans)
+        total = count_json_spans(resource_spans)
         try:
             batch = spans_from_otlp_dict({"resourceSpans": resource_spans})
         except OtlpDecodeError as exc:
