@@ -13,7 +13,7 @@ from otlp_sink import OtlpSink
 
 from otel_toolscore import semconv
 from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.demo import find_phoenix
+from otel_toolscore.demo_agent.phoenix import find_phoenix
 from otel_toolscore.ingest import load_otlp
 
 RUNS = ("good", "wrong_tool", "bad_arguments", "hallucinated", "failing_tool")

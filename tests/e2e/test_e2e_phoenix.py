@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from e2e_support import EXAMPLES, clean_env, require_examples_extra, run_python
 
-from otel_toolscore.demo import PHOENIX_INSTALL_HINT, Phoenix, find_phoenix
+from otel_toolscore.demo_agent.phoenix import PHOENIX_INSTALL_HINT, Phoenix, find_phoenix
 
 PROJECT = "toolscore-e2e"
 
