@@ -359,7 +359,7 @@ def serve(
     import logging
 
     from otel_toolscore.config import ConfigError
-    from otel_toolscore.runtime.serve.server import ServerAddresses, ToolScoreServer, parse_header_items
+    from otel_toolscore.runtime.serve import ServerAddresses, ToolScoreServer, parse_header_items
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -50,7 +50,7 @@ from otel_toolscore.conventions.parsing import MAX_DEPTH, MAX_PARSE_CHARS
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.outputs.report import ScoredRun, json_lines, junit
 from otel_toolscore.scorers.base import build_scorers, run_scorers
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "fixtures" / "traces"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from otel_toolscore.config import load_settings
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"

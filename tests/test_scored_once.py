@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 from test_processor import Pipeline, _agent_run
 from test_server import TOOLSCORE_SCOPE, HttpUpstream, _no_ambient_otel_settings, _scope  # noqa: F401

@@ -32,7 +32,7 @@ from test_server_errors import (  # noqa: F401
     plain_spans,
 )
 
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 #: what the machine may add to a bound (2 loaded vCPUs); a hang is many times this
 MARGIN_S = 4.0

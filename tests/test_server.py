@@ -32,7 +32,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore.ingest import load_otlp, read_otlp_json
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted((ROOT.parent / "shared" / "fixtures" / "traces").glob("*/*.json"))

@@ -30,7 +30,8 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_toolscore.config import ConfigError
-from otel_toolscore.runtime.serve.server import ToolScoreServer, Upstream, inflate
+from otel_toolscore.runtime.serve import ToolScoreServer, Upstream
+from otel_toolscore.runtime.serve._http import inflate
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = min((ROOT.parent / "shared" / "fixtures" / "traces").glob("*/correct_single.json"))
