@@ -67,6 +67,8 @@ class OtlpBatch:
 
 
 class Problems:
+    """The problem notes of one input: the first ``MAX_PROBLEMS`` listed, the rest counted."""
+
     __slots__ = ("items", "unlisted")
 
     def __init__(self) -> None:

@@ -1,9 +1,6 @@
-"""Logs and metrics sent to ``serve``, passed to the upstream unchanged and synchronously: the
-client gets the upstream's answer, so its own retry logic still works and nothing is buffered here.
-
-OTLP/JSON logs or metrics cannot be forwarded to a gRPC upstream (there is no lossless OTLP/JSON
-to protobuf conversion here): 415. An upstream's refusal about the sidecar's own credentials or
-paths becomes UNAVAILABLE/502 for the client, which did nothing wrong.
+"""Logs and metrics sent to ``serve``, passed to the upstream as they came and its answer passed
+back (what that means for clients: ``server``'s docstring). An upstream's refusal about the
+sidecar's own credentials or paths becomes UNAVAILABLE/502 for the client, which did nothing wrong.
 """
 
 from __future__ import annotations

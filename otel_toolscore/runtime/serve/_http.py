@@ -1,13 +1,8 @@
 """The OTLP/HTTP receiver of ``serve``: ``POST /v1/{traces,logs,metrics}``, protobuf or JSON,
-optionally gzip/deflate, on an HTTP/1.1 reader built to hold up against slow or hostile clients.
-
-A request must arrive whole, headers and body, within ``request_timeout`` of the connection
-starting to wait for it, however slowly its bytes trickle in: a client that dribbles headers or
-never sends its declared body holds a connection for that long and no request slot at all.
-Bodies are received before a request slot is taken, read a chunk at a time against a budget of
-bytes being received across connections; a declared Content-Length over the limit is refused
-before a byte of the body is read, and the decompressed size is bounded too (gzip bombs).
-Connections are bounded (each has a thread); over the bound a new one is closed at once.
+optionally gzip/deflate, on an HTTP/1.1 reader built to hold up against slow or hostile clients:
+a deadline for each whole request (``_DeadlineReader``), bodies read a chunk at a time against a
+budget of bytes being received (``ByteBudget``) before a request slot is taken, and a bound on
+connections (each has a thread). The limits as a client sees them: ``server``'s docstring.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Admission: ``serve`` never accepts what it would have to drop.
 
-A request is accepted or refused as a whole (the sender retries a refused one), so the receiver
-never forwards a span twice; the spans of an admitted request are reserved against the bound of
-the export queue before any of them enters the processor. While the upstream is failing, the
-scoring processor is at its bounds, or the spans waiting for the upstream would pass
-``max_queued_spans``, a request is refused with a retryable 503/UNAVAILABLE and ``Retry-After``.
+The spans of a request are reserved against the bound of the export queue before any of them
+enters the processor; a request that does not fit, or comes while the upstream is failing or
+the scoring processor is at its bounds, is refused as a whole with a retryable 503/UNAVAILABLE.
 """
 
 from __future__ import annotations
