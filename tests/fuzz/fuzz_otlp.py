@@ -43,7 +43,8 @@ from typing import Any
 import atheris
 
 with atheris.instrument_imports(include=["otel_toolscore"]):
-    from otel_toolscore.runtime.serve import _http, _protocol
+    from otel_toolscore.runtime.serve import _http as _serve_http
+    from otel_toolscore.runtime.serve import _protocol as _serve_protocol
     from otel_toolscore.assemble import build_trajectories
     from otel_toolscore.config import ToolScoreSettings
     from otel_toolscore.outputs.otel import Emitter
@@ -272,19 +273,19 @@ def _http(payload: bytes, opts: int) -> None:
     body = payload if opts & 0x10 else _compress(payload, encoding, opts)
     limit = _HTTP_LIMITS[(opts >> 5) % len(_HTTP_LIMITS)]
     try:
-        inflated = _http.inflate(body, encoding, len(payload) if limit is None else limit)
-    except _protocol.Rejection as rej:
+        inflated = _serve_http.inflate(body, encoding, len(payload) if limit is None else limit)
+    except _serve_protocol.Rejection as rej:
         assert rej.status in (400, 413, 415), rej.status
         return
     if limit is None and not opts & 0x10:
         assert inflated == payload, "inflate changed the body"
     try:
-        decoded = _protocol.decode_traces(inflated, is_json)
-    except _protocol.Rejection as rej:
+        decoded = _serve_protocol.decode_traces(inflated, is_json)
+    except _serve_protocol.Rejection as rej:
         assert rej.status == 400, rej.status
         return
     _check_batch(OtlpBatch(decoded.spans, decoded.problems))
-    response = _protocol.trace_response(decoded)
+    response = _serve_protocol.trace_response(decoded)
     response.SerializeToString()
     json_format.MessageToJson(response, indent=None)
     _score(decoded.spans)
