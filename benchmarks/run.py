@@ -33,7 +33,7 @@ ALL = ("hotpath", "throughput", "latency", "memory", "sidecar")
 
 def _sidecar_available() -> bool:
     try:
-        from otel_toolscore.runtime.serve.server import ToolScoreServer  # noqa: F401
+        from otel_toolscore.runtime.serve import ToolScoreServer  # noqa: F401
     except ImportError:
         return False
     return True
@@ -73,8 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {report['machine']}")
     for name in names:
         if name == "sidecar" and not _sidecar_available():
-            print("== sidecar: not measured (otel_toolscore.runtime.serve.server.ToolScoreServer is not there)")
-            report["benchmarks"][name] = {"skipped": "needs otel_toolscore.runtime.serve.server.ToolScoreServer"}
+            print("== sidecar: not measured (otel_toolscore.runtime.serve.ToolScoreServer is not there)")
+            report["benchmarks"][name] = {"skipped": "needs otel_toolscore.runtime.serve.ToolScoreServer"}
             continue
         report["benchmarks"][name] = run_one(name, args.quick, [])
     out = args.out or REPO / "benchmarks" / "results" / (

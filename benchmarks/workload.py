@@ -194,7 +194,7 @@ def fixture_files() -> list[Path]:
 
 def fixture_runs() -> list[tuple[str, list[ReadableSpan]]]:
     """Every fixture trace as (name, ended spans); files that hold no spans are left out."""
-    from otel_toolscore.ingest.otlp import read_otlp_json
+    from otel_toolscore.ingest import read_otlp_json
 
     runs = []
     for path in fixture_files():

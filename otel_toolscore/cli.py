@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.extras import MissingExtraError
-from otel_toolscore.ingest.otlp import OtlpDecodeError, load_otlp
+from otel_toolscore.ingest import OtlpDecodeError, load_otlp
 from otel_toolscore.outputs.report import (
     ScoredRun,
     ScoreProgress,
@@ -320,7 +320,7 @@ def serve(
     import logging
 
     from otel_toolscore.config import ConfigError
-    from otel_toolscore.runtime.serve.server import ServerAddresses, ToolScoreServer, parse_header_items
+    from otel_toolscore.runtime.serve import ServerAddresses, ToolScoreServer, parse_header_items
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

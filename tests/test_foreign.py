@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_toolscore import build_trajectories
-from otel_toolscore.ingest.otlp import OtlpDecodeError, load_otlp
+from otel_toolscore.ingest import OtlpDecodeError, load_otlp
 from otel_toolscore.scorers.base import build_scorers
 from otel_toolscore.scorers.run import run_scorers
 

@@ -51,7 +51,7 @@ from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.outputs.report import ScoredRun, json_lines, junit
 from otel_toolscore.scorers.base import build_scorers
 from otel_toolscore.scorers.run import run_scorers
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 from tests.support import paths
 from tests.support.spans import span

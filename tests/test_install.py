@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+
 from tests.support import paths
 from tests.support.otlp_sink import OtlpSink
 

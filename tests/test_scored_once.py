@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 from tests.support.otlp_sink import OtlpSink
 from tests.support.paths import REPO

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.ingest.otlp import read_otlp_json
+from otel_toolscore.ingest import read_otlp_json
 from otel_toolscore.scorers import ToolCallAccuracy, ToolCallValidation, ToolResultVerification
 from otel_toolscore.trajectory import Trajectory
 

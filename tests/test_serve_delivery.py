@@ -17,7 +17,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 from tests.support.otlp_sink import OtlpSink
 

@@ -17,7 +17,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from otel_toolscore.config import ConfigError
-from otel_toolscore.runtime.serve.server import ToolScoreServer, _parse_headers, parse_header_items
+from otel_toolscore.runtime.serve import ToolScoreServer, parse_header_items
+from otel_toolscore.runtime.serve.upstream import _parse_headers
 
 from tests.support import paths
 from tests.support.otlp_sink import OtlpSink

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_toolscore.ingest.otlp import read_otlp_json
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.ingest import read_otlp_json
+from otel_toolscore.runtime.serve import ToolScoreServer
 
 from tests.support import paths
 from tests.support.env import without_otel

@@ -29,7 +29,8 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_toolscore.config import ConfigError
-from otel_toolscore.runtime.serve.server import ToolScoreServer, Upstream, inflate
+from otel_toolscore.runtime.serve import ToolScoreServer, Upstream
+from otel_toolscore.runtime.serve._http import inflate
 
 from tests.support import paths
 from tests.support.otlp_sink import GRPC_LOGS, GRPC_TRACES, PB
@@ -291,7 +292,7 @@ def test_stop_forwards_held_spans_scored_and_refuses_new_requests() -> None:
 
 
 def json_spans(path: Path) -> list[ReadableSpan]:
-    from otel_toolscore.ingest.otlp import read_otlp_json
+    from otel_toolscore.ingest import read_otlp_json
 
     return read_otlp_json(path)
 

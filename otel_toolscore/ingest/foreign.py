@@ -5,7 +5,7 @@ People score what their backend shows them: the JSON Jaeger's UI downloads (and 
 and ``/api/v2/traces`` (``trace``) answers. Tempo and Jaeger v3 already hold OTLP under another
 key; Jaeger's own model is converted here span by span, back to what the OpenTelemetry SDK had
 before its Jaeger translation (span kind, status, scope and event names come back from the tags
-and log fields that translation wrote). ``otlp`` calls ``to_otlp_requests`` on any JSON
+and log fields that translation wrote). ``files`` calls ``to_otlp_requests`` on any JSON
 document that is not OTLP itself, so every reader of trace files gets these formats for free.
 """
 

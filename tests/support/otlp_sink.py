@@ -26,7 +26,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_toolscore.ingest.otlp import load_otlp
+from otel_toolscore.ingest import load_otlp
 
 #: the OTLP/HTTP protobuf content type
 PB = "application/x-protobuf"
