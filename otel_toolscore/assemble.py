@@ -270,7 +270,7 @@ def _last_output(steps: list[Any], answers: Sequence[ToolCall] = ()) -> str | No
     for s in reversed(steps):
         if not isinstance(s, LLMCall):
             continue
-        answer = by_response.get(s.span_id)
+        answer = by_response.get(s.span_id) if s.span_id is not None else None
         if answer is not None and (text := _answer_text(answer)):
             return text
         if s.output_text and not any(m.tool_calls for m in s.output_messages):
