@@ -21,8 +21,17 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_toolscore import semconv as sc
+from otel_toolscore.conventions import (
+    crewai,
+    genai,
+    litellm,
+    mastra,
+    openinference,
+    openllmetry,
+    pydantic_ai,
+    vercel_ai,
+)
 from otel_toolscore.conventions._unread import note_unused_content
-from otel_toolscore.conventions import genai, litellm, mastra, openinference, openllmetry, pydantic_ai, vercel_ai
 from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
     as_text,
@@ -38,6 +47,7 @@ from otel_toolscore.conventions.parsing import (
 CONVENTIONS: tuple[Convention, ...] = (
     mastra.CONVENTION,
     pydantic_ai.CONVENTION,
+    crewai.CONVENTION,
     litellm.CONVENTION,
     vercel_ai.CONVENTION,
     openinference.CONVENTION,
