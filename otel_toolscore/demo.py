@@ -428,7 +428,8 @@ def _run_agents(options: DemoOptions, console: Console, examples: ModuleType, ph
         if client is not None:
             client.close()
         server.stop()
-        processor.force_flush(10_000)
+        if processor is not None:  # None: install() found the SDK disabled (OTEL_SDK_DISABLED)
+            processor.force_flush(10_000)
         tracer_provider.shutdown()
         logger_provider.shutdown()
         meter_provider.force_flush()  # the reader has no period: this is its one export
