@@ -161,6 +161,15 @@ MASTRA_AGENT_RUN_OUTPUT = "mastra.agent_run.output"
 MASTRA_MODEL_STEP_OUTPUT = "mastra.model_step.output"
 MASTRA_MODEL_STEP_INPUT = "mastra.model_step.input"
 
+# --- Google ADK's own attributes (gcp.vertex.agent.*; its legacy telemetry schema) --------------
+ADK_LLM_REQUEST = "gcp.vertex.agent.llm_request"
+ADK_LLM_RESPONSE = "gcp.vertex.agent.llm_response"
+ADK_TOOL_CALL_ARGS = "gcp.vertex.agent.tool_call_args"
+ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
+#: gen_ai.tool.name of the span ADK adds after a turn's parallel calls, for its dev UI's event
+#: view (``trace_merged_tool_calls``): the merged response event, not a call
+ADK_MERGED_TOOLS = "(merged tools)"
+
 # --- litellm OTel callback ---------------------------------------------------------------------
 LITELLM_REQUEST_SPAN = "litellm_request"
 LITELLM_RAW_REQUEST_SPAN = "raw_gen_ai_request"
