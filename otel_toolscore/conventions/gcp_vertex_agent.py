@@ -87,7 +87,9 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
 def _read_model_call(attrs: Attributes, facts: SpanFacts) -> None:
     request = _object(attrs.get(sc.ADK_LLM_REQUEST))
     response = _object(attrs.get(sc.ADK_LLM_RESPONSE))
-    config = request.get(_CONFIG) if isinstance(request.get(_CONFIG), Mapping) else {}
+    config = request.get(_CONFIG)
+    if not isinstance(config, Mapping):
+        config = {}
     if facts.input_messages is None and isinstance(request.get(_CONTENTS), list):
         facts.input_messages = p.messages_from_list(request[_CONTENTS])
     if facts.output_messages is None and response:
@@ -115,17 +117,15 @@ def _first_of(obj: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
 def _response_messages(response: Mapping[str, Any]) -> list[Message]:
     """ADK's ``LlmResponse`` (``content`` and ``finish_reason``), or a raw Gemini response
     (``candidates[i].content``), as output messages."""
-    if isinstance(response.get(_CONTENT), Mapping):
-        items = [(response[_CONTENT], _first_of(response, _FINISH_REASON))]
-    else:
-        candidates = response.get(_CANDIDATES)
-        items = [(c[_CONTENT], _first_of(c, _FINISH_REASON)) for c in candidates or ()
-                 if isinstance(c, Mapping) and isinstance(c.get(_CONTENT), Mapping)] if isinstance(candidates, list) else []
+    found: Any = [response] if isinstance(response.get(_CONTENT), Mapping) else response.get(_CANDIDATES)
     out = []
-    for content, finish in items:
+    for candidate in found if isinstance(found, list) else ():
+        content = candidate.get(_CONTENT) if isinstance(candidate, Mapping) else None
+        if not isinstance(content, Mapping):
+            continue
         msg = p.message_from({"role": "model", **content})
         if msg is not None:
-            msg.finish_reason = p.opt_str(finish)
+            msg.finish_reason = p.opt_str(_first_of(candidate, _FINISH_REASON))
             out.append(msg)
     return out
 
