@@ -90,6 +90,8 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
             facts.agent_name = str(attrs[sc.GEN_AI_AGENT_NAME])
     elif stated == "tool":
         _read_tool(span, attrs, facts)
+        if facts.tool is not None and span.events:
+            _tool_io_from_events(span, facts.tool)
     elif stated == "retrieval":
         _read_retrieval(attrs, facts)
 
@@ -232,8 +234,6 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     if sc.GEN_AI_TOOL_CALL_RESULT in attrs:
         tool.result, tool.result_raw = p.parse_result(attrs[sc.GEN_AI_TOOL_CALL_RESULT])
         tool.has_result = True
-    if (tool.arguments_raw is None or not tool.has_result) and span.events:
-        _tool_io_from_events(span, tool)
     facts.tool = tool
 
 
@@ -241,7 +241,10 @@ def _tool_io_from_events(span: ReadableSpan, tool: ToolExecution) -> None:
     """A tool span that reports its call as deprecated message events (Strands without the
     opt-in): a ``gen_ai.tool.message`` then a ``gen_ai.choice``, for the span's own call id
     when they name one, are what went into the tool (the arguments) and what came out (the
-    result). Only the pair is read so: one message alone says nothing of its direction."""
+    result). Only the pair is read so: one message alone says nothing of its direction. What
+    the span's attributes hold wins."""
+    if tool.arguments_raw is not None and tool.has_result:
+        return
     sent = chosen = None
     for event in span.events:
         if event.name != sc.EVENT_TOOL_MESSAGE and event.name != sc.EVENT_CHOICE:

@@ -601,30 +601,6 @@ def _apply_parts(msg: Message, parts: list[Any]) -> None:
     msg.content = "\n".join(t for t in texts) if texts else None
 
 
-def _tool_result_part(part: Mapping[str, Any]) -> ToolResultPart:
-    is_error = False
-    if "response" in part:
-        value = part["response"]
-    elif "result" in part:
-        value = part["result"]
-    elif "output" in part:
-        value = part["output"]
-        # Vercel AI SDK: {"type": "json"|"text"|"error-text"|"error-json", "value": …}
-        if isinstance(value, Mapping) and "type" in value and "value" in value:
-            is_error = str(value["type"]).startswith("error")
-            value = value["value"]
-    else:
-        value = part.get("content")
-    parsed, raw = parse_result(value)
-    return ToolResultPart(
-        tool_call_id=opt_str(part.get("id") or part.get("toolCallId") or part.get("tool_call_id") or part.get("call_id")),
-        name=opt_str(part.get("name") or part.get("toolName") or part.get("tool_name")),
-        content=parsed,
-        content_raw=raw,
-        is_error=is_error,
-    )
-
-
 # --- content blocks keyed by their kind (Bedrock Converse, Gemini) ------------------------------
 
 #: Bedrock Converse blocks are ``{<kind>: {...}}``; Gemini parts ``{<kind>: {...}}`` in snake_case
@@ -713,6 +689,30 @@ def content_blocks(value: Any) -> list[Any] | None:
     if isinstance(value, (list, tuple)) and value and all(is_content_block(v) for v in value):
         return list(value)
     return None
+
+
+def _tool_result_part(part: Mapping[str, Any]) -> ToolResultPart:
+    is_error = False
+    if "response" in part:
+        value = part["response"]
+    elif "result" in part:
+        value = part["result"]
+    elif "output" in part:
+        value = part["output"]
+        # Vercel AI SDK: {"type": "json"|"text"|"error-text"|"error-json", "value": …}
+        if isinstance(value, Mapping) and "type" in value and "value" in value:
+            is_error = str(value["type"]).startswith("error")
+            value = value["value"]
+    else:
+        value = part.get("content")
+    parsed, raw = parse_result(value)
+    return ToolResultPart(
+        tool_call_id=opt_str(part.get("id") or part.get("toolCallId") or part.get("tool_call_id") or part.get("call_id")),
+        name=opt_str(part.get("name") or part.get("toolName") or part.get("tool_name")),
+        content=parsed,
+        content_raw=raw,
+        is_error=is_error,
+    )
 
 
 def _langchain_message(item: Mapping[str, Any]) -> Message:
