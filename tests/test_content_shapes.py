@@ -162,6 +162,12 @@ def test_a_choice_whose_message_is_plain_text_is_the_answer() -> None:
     ))
     facts = read_span(agent)
     assert (facts.run_input, facts.run_output) == ("Capital of France?", "Paris.\n")
+    structured = _span("invoke_agent a", {sc.GEN_AI_OPERATION_NAME: "invoke_agent", sc.GEN_AI_SYSTEM: "s"}, (
+        Event(sc.EVENT_CHOICE, {"message": '{"capital": "Paris"}'}),))
+    assert read_span(structured).run_output == '{"capital": "Paris"}'
+    as_json = _span("chat", {sc.GEN_AI_OPERATION_NAME: "chat", sc.GEN_AI_SYSTEM: "s"}, (
+        Event(sc.EVENT_CHOICE, {"message": '{"role": "assistant", "content": "Paris."}', "finish_reason": "stop"}),))
+    assert [(m.content, m.finish_reason) for m in read_span(as_json).output_messages or []] == [("Paris.", "stop")]
 
 
 def test_a_tool_message_whose_content_is_a_plain_list_stays_the_result() -> None:

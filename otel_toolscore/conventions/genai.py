@@ -319,13 +319,18 @@ def _with_blocks(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, sc.EVENT_FIELD_CONTENT: blocks}
 
 
+_MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "parts"})
+
+
 def _choice_message(body: dict[str, Any]) -> dict[str, Any]:
     """A ``gen_ai.choice``'s message: an object (the semconv's ``{role, content, tool_calls}``,
     maybe as JSON), a content-block list (maybe as JSON), or the answer as plain text."""
     message = body.get(sc.EVENT_FIELD_MESSAGE)
     if isinstance(message, str) and message[:1] == "{":
         parsed = p.loads(message)
-        message = parsed if isinstance(parsed, dict) else message
+        # a message object as JSON, not an answer that is JSON text (structured output)
+        if isinstance(parsed, dict) and not _MESSAGE_FIELDS.isdisjoint(parsed):
+            message = parsed
     if isinstance(message, dict):
         return _with_blocks(message)
     if message is None:
