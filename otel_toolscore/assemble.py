@@ -195,8 +195,9 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
     llms = [f for f in activity if f.role == "llm"]
     builder = _CallBuilder()
     steps: list[Any] = []
+    enclosing = _llms_enclosing_tools(tree, run.span, activity)
     for f in llms:
-        steps.append(builder.add_llm(f))
+        steps.append(builder.add_llm(f, encloses_tools=f.span_id in enclosing))
     for f in activity:
         if f.role == "tool":
             builder.add_tool_span(f)
@@ -243,6 +244,29 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
         start_time=run.span.start,
         end_time=run.span.end,
     )
+
+
+def _llms_enclosing_tools(tree: _Tree, top: SpanFacts, activity: list[SpanFacts]) -> set[str]:
+    """The LLM spans of the run that have one of its tool spans below them.
+
+    One model call never contains the running of the tools it asks for: an LLM span that does
+    stands for several model calls recorded onto one span (an instrumentation that writes each
+    call's attributes onto the agent's span), and holds the last call's input beside stale
+    keys of earlier calls' outputs (``_CallBuilder.add_llm``)."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    for t in activity:
+        if t.role != "tool":
+            continue
+        node = tree.facts.get(t.parent_id) if t.parent_id else None
+        while node is not None and node.span_id not in seen:
+            seen.add(node.span_id)
+            if node.role == "llm":
+                out.add(node.span_id)
+            if node is top or node.parent_id is None:
+                break
+            node = tree.facts.get(node.parent_id)
+    return out
 
 
 def _first(values: Iterable[str | None]) -> str | None:
@@ -402,8 +426,13 @@ class _CallBuilder:
         return call
 
     # LLM spans: requested calls (output), echoed calls and results (input history)
-    def add_llm(self, f: SpanFacts) -> LLMCall:
+    def add_llm(self, f: SpanFacts, encloses_tools: bool = False) -> LLMCall:
         inputs = list(f.input_messages or [])
+        outputs = list(f.output_messages or [])
+        if encloses_tools:
+            # several model calls on one span: an output call its own input already holds is a
+            # stale key of an earlier call's output, not a new request
+            outputs = _without_echoed_calls(outputs, inputs)
         #: per (id, name, arguments) and per (name, arguments): echoes met so far in this input
         seen: dict[str, int] = defaultdict(int)
         #: id → calls echoed in this input and not yet answered there, in order
@@ -441,7 +470,7 @@ class _CallBuilder:
                 self._resolved[id(m)] = (m, targets)
         offered = [d.name for d in f.tool_definitions] if f.tool_definitions else None
         requested: list[str] = []
-        for m in f.output_messages or []:
+        for m in outputs:
             for req in m.tool_calls:
                 call = self._same_request(req, f)
                 if call is None:
@@ -454,7 +483,7 @@ class _CallBuilder:
                 _add_source(call, "llm_output")
                 requested.append(call.id or f"#{self._keys[id(call)][1]}")
         return LLMCall(
-            span_id=f.span_id, model=f.model, input_messages=inputs, output_messages=list(f.output_messages or []),
+            span_id=f.span_id, model=f.model, input_messages=inputs, output_messages=outputs,
             tool_definitions=list(f.tool_definitions or []), tool_call_ids=requested, start_time=f.start,
             end_time=f.end,
         )
@@ -652,6 +681,19 @@ def _count_echo(seen: dict[str, int], req: ToolCallRequest, key: str | None) -> 
     seen[key] += 1
     if req.id:
         seen[req.id + "\x01" + key] += 1
+
+
+def _without_echoed_calls(outputs: list[Message], inputs: list[Message]) -> list[Message]:
+    """The output messages without the tool calls (same id, name and arguments) that the input
+    already holds; changed messages are copies (messages are shared between spans)."""
+    echoed = {(r.id, _call_key(r.name, r.arguments)) for m in inputs for r in m.tool_calls}
+    if not echoed:
+        return outputs
+    out = []
+    for m in outputs:
+        kept = [r for r in m.tool_calls if (r.id, _call_key(r.name, r.arguments)) not in echoed]
+        out.append(m if len(kept) == len(m.tool_calls) else m.model_copy(update={"tool_calls": kept}))
+    return out
 
 
 def _call_key(name: str | None, arguments: Any) -> str:

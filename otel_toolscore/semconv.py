@@ -54,6 +54,18 @@ EVENT_ASSISTANT_MESSAGE = "gen_ai.assistant.message"
 EVENT_TOOL_MESSAGE = "gen_ai.tool.message"
 EVENT_CHOICE = "gen_ai.choice"
 EVENT_BODY = "body"  # where the OTLP reader puts a log record's body when it becomes a span event
+# fields of a deprecated event's body (or its attributes, where the emitter flattens it)
+EVENT_FIELD_CONTENT = "content"
+EVENT_FIELD_MESSAGE = "message"
+EVENT_FIELD_ID = "id"
+# Events that carry a span's content as event attributes: the current inference-details event
+# holds the inference span's own attributes (gen_ai.input.messages, …); the early content
+# events hold the prompt and the completion as JSON.
+EVENT_INFERENCE_DETAILS = "gen_ai.client.inference.operation.details"
+EVENT_CONTENT_PROMPT = "gen_ai.content.prompt"
+EVENT_CONTENT_COMPLETION = "gen_ai.content.completion"
+GEN_AI_PROMPT = "gen_ai.prompt"  # attribute of EVENT_CONTENT_PROMPT
+GEN_AI_COMPLETION = "gen_ai.completion"  # attribute of EVENT_CONTENT_COMPLETION
 EVENT_NAME_ATTR = "event.name"
 EXCEPTION_EVENT = "exception"
 EXCEPTION_TYPE = "exception.type"
@@ -191,6 +203,15 @@ MASTRA_AGENT_RUN_INPUT = "mastra.agent_run.input"
 MASTRA_AGENT_RUN_OUTPUT = "mastra.agent_run.output"
 MASTRA_MODEL_STEP_OUTPUT = "mastra.model_step.output"
 MASTRA_MODEL_STEP_INPUT = "mastra.model_step.input"
+
+# --- Google ADK's own attributes (gcp.vertex.agent.*; its legacy telemetry schema) --------------
+ADK_LLM_REQUEST = "gcp.vertex.agent.llm_request"
+ADK_LLM_RESPONSE = "gcp.vertex.agent.llm_response"
+ADK_TOOL_CALL_ARGS = "gcp.vertex.agent.tool_call_args"
+ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
+#: gen_ai.tool.name of the span ADK adds after a turn's parallel calls, for its dev UI's event
+#: view (``trace_merged_tool_calls``): the merged response event, not a call
+ADK_MERGED_TOOLS = "(merged tools)"
 
 # --- litellm OTel callback ---------------------------------------------------------------------
 LITELLM_REQUEST_SPAN = "litellm_request"

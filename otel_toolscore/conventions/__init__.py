@@ -23,6 +23,7 @@ from opentelemetry.trace import StatusCode
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import (
     crewai,
+    gcp_vertex_agent,
     genai,
     litellm,
     mastra,
@@ -53,13 +54,16 @@ CONVENTIONS: tuple[Convention, ...] = (
     openinference.CONVENTION,
     openllmetry.CONVENTION,
     genai.CONVENTION,
+    # ADK's own attributes complete the GenAI ones written on the same spans
+    gcp_vertex_agent.CONVENTION,
 )
 
 # The roles conventions state outright, asked before any detect: a framework's own span type
-# (Mastra's marks the model_inference duplicate of a model_step, which also says "chat"), then the
-# standard's GenAI operation, then the other conventions in ``CONVENTIONS`` order.
-_STATED_ORDER = (mastra.CONVENTION, genai.CONVENTION, vercel_ai.CONVENTION, openinference.CONVENTION,
-                 openllmetry.CONVENTION)
+# (Mastra's marks the model_inference duplicate of a model_step, which also says "chat"; ADK's
+# marks the merged-responses span it adds after parallel calls, which also says "execute_tool"),
+# then the standard's GenAI operation, then the other conventions in ``CONVENTIONS`` order.
+_STATED_ORDER = (mastra.CONVENTION, gcp_vertex_agent.CONVENTION, genai.CONVENTION, vercel_ai.CONVENTION,
+                 openinference.CONVENTION, openllmetry.CONVENTION)
 _STATED: tuple[tuple[str, Mapping[str, Stated], Stated | None], ...] = tuple(
     entry for c in _STATED_ORDER for entry in c.stated
 )

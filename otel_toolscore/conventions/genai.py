@@ -16,7 +16,19 @@ _DEPRECATED_EVENTS = frozenset(
     {sc.EVENT_SYSTEM_MESSAGE, sc.EVENT_USER_MESSAGE, sc.EVENT_ASSISTANT_MESSAGE, sc.EVENT_TOOL_MESSAGE,
      sc.EVENT_CHOICE}
 )
-# a span that reports its content in the deprecated events names its system or model too
+# Events that hold a span's content as event attributes, and for each event attribute the span
+# attribute it stands for (``gen_ai.client.inference.operation.details`` carries the inference
+# span's own attributes; emitters add one such event per attribute, or one for all).
+_CONTENT_EVENTS: dict[str, dict[str, str]] = {
+    sc.EVENT_INFERENCE_DETAILS: {
+        k: k for k in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS,
+                       sc.GEN_AI_TOOL_DEFINITIONS)
+    },
+    sc.EVENT_CONTENT_PROMPT: {sc.GEN_AI_PROMPT: sc.GEN_AI_INPUT_MESSAGES},
+    sc.EVENT_CONTENT_COMPLETION: {sc.GEN_AI_COMPLETION: sc.GEN_AI_OUTPUT_MESSAGES},
+}
+_MESSAGE_EVENTS = _DEPRECATED_EVENTS | frozenset(_CONTENT_EVENTS)
+# a span that reports its content in events names its system or model too
 _EVENT_CARRIERS = frozenset({sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_REQUEST_MODEL})
 _OP_ROLES: dict[str, Stated] = {
     **dict.fromkeys(sc.AGENT_OPERATIONS, "agent"),
@@ -33,6 +45,25 @@ def _deprecated_events(span: ReadableSpan) -> list[Any]:
     return [e for e in span.events if e.name in _DEPRECATED_EVENTS]
 
 
+def _has_message_events(span: ReadableSpan) -> bool:
+    return any(e.name in _MESSAGE_EVENTS for e in span.events)
+
+
+def event_content(span: ReadableSpan) -> dict[str, list[Any]]:
+    """The content the span carries in events (``_CONTENT_EVENTS``), by the span attribute each
+    value stands for, in event order: ``{"gen_ai.input.messages": [value, …], …}``."""
+    out: dict[str, list[Any]] = {}
+    for event in span.events:
+        names = _CONTENT_EVENTS.get(event.name)
+        if names is None:
+            continue
+        ev = event.attributes or {}
+        for key, attr in names.items():
+            if key in ev:
+                out.setdefault(attr, []).append(ev[key])
+    return out
+
+
 def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
     op = attrs.get(sc.GEN_AI_OPERATION_NAME)
     if op is not None:
@@ -40,20 +71,27 @@ def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
     # no operation name: a chat span known by its messages (older emitters, custom code)
     if sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs:
         return "llm"
-    if not _EVENT_CARRIERS.isdisjoint(attrs) and _deprecated_events(span):
+    if not _EVENT_CARRIERS.isdisjoint(attrs) and _has_message_events(span):
         return "llm"
     return "tool" if sc.GEN_AI_TOOL_NAME in attrs else None
 
 
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
     events = _deprecated_events(span)
-    has_messages = sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
+    content = event_content(span) if span.events else {}
+    # what the span's attributes hold wins over the same attribute in an event
+    for key in attrs:
+        content.pop(key, None)
+    has_messages = (sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
+                    or sc.GEN_AI_INPUT_MESSAGES in content or sc.GEN_AI_OUTPUT_MESSAGES in content)
     facts.note(NAME if not events else NAME + "_events")
     if stated == "agent":
         if facts.agent_name is None and attrs.get(sc.GEN_AI_AGENT_NAME):
             facts.agent_name = str(attrs[sc.GEN_AI_AGENT_NAME])
     elif stated == "tool":
         _read_tool(span, attrs, facts)
+        if facts.tool is not None and span.events:
+            _tool_io_from_events(span, facts.tool)
     elif stated == "retrieval":
         _read_retrieval(attrs, facts)
 
@@ -62,10 +100,10 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
         facts.model = str(model) if model else None
 
     if has_messages:
-        if facts.input_messages is None and sc.GEN_AI_INPUT_MESSAGES in attrs:
-            facts.input_messages = _messages(attrs[sc.GEN_AI_INPUT_MESSAGES], facts, sc.GEN_AI_INPUT_MESSAGES)
-        if facts.output_messages is None and sc.GEN_AI_OUTPUT_MESSAGES in attrs:
-            facts.output_messages = _messages(attrs[sc.GEN_AI_OUTPUT_MESSAGES], facts, sc.GEN_AI_OUTPUT_MESSAGES)
+        if facts.input_messages is None:
+            facts.input_messages = _messages_in(attrs, content, sc.GEN_AI_INPUT_MESSAGES, facts)
+        if facts.output_messages is None:
+            facts.output_messages = _messages_in(attrs, content, sc.GEN_AI_OUTPUT_MESSAGES, facts)
     elif events:
         _read_events(events, facts)
 
@@ -73,12 +111,16 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
         if ref in attrs:
             facts.external_content.append(f"{ref}={attrs[ref]}")
 
-    if facts.system_instructions is None and sc.GEN_AI_SYSTEM_INSTRUCTIONS in attrs:
-        facts.system_instructions = system_text(attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS])
+    if facts.system_instructions is None:
+        value = _first_value(attrs, content, sc.GEN_AI_SYSTEM_INSTRUCTIONS)
+        if value is not None:
+            facts.system_instructions = system_text(value)
     if facts.system_instructions is None and facts.input_messages:
         facts.system_instructions = p.system_from_messages(facts.input_messages)
-    if facts.tool_definitions is None and sc.GEN_AI_TOOL_DEFINITIONS in attrs:
-        facts.tool_definitions = p.tool_definitions_from(attrs[sc.GEN_AI_TOOL_DEFINITIONS])
+    if facts.tool_definitions is None:
+        value = _first_value(attrs, content, sc.GEN_AI_TOOL_DEFINITIONS)
+        if value is not None:
+            facts.tool_definitions = p.tool_definitions_from(value)
 
     if facts.role == "agent":
         if facts.run_input is None and facts.input_messages:
@@ -111,6 +153,26 @@ def last_assistant_text(messages: list[Message]) -> str | None:
         if m.role in ("assistant", "unknown") and m.content:
             return m.content
     return None
+
+
+def _first_value(attrs: Attributes, content: dict[str, list[Any]], key: str) -> Any:
+    if key in attrs:
+        return attrs[key]
+    values = content.get(key)
+    return values[0] if values else None
+
+
+def _messages_in(attrs: Attributes, content: dict[str, list[Any]], key: str, facts: SpanFacts) -> list[Message] | None:
+    """The messages of ``key``: the span attribute, else every event value of it in order (an
+    emitter that adds the new turns of a step in a later event of the same name)."""
+    if key in attrs:
+        return _messages(attrs[key], facts, key)
+    values = content.get(key)
+    if not values:
+        return None
+    if len(values) == 1:
+        return _messages(values[0], facts, key)
+    return [m for value in values for m in _messages(value, facts, key)]
 
 
 def _messages(value: Any, facts: SpanFacts, attr: str) -> list[Message]:
@@ -175,6 +237,35 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     facts.tool = tool
 
 
+def _tool_io_from_events(span: ReadableSpan, tool: ToolExecution) -> None:
+    """A tool span that reports its call as deprecated message events (Strands without the
+    opt-in): a ``gen_ai.tool.message`` then a ``gen_ai.choice``, for the span's own call id
+    when they name one, are what went into the tool (the arguments) and what came out (the
+    result). Only the pair is read so: one message alone says nothing of its direction. What
+    the span's attributes hold wins."""
+    if tool.arguments_raw is not None and tool.has_result:
+        return
+    sent = chosen = None
+    for event in span.events:
+        if event.name != sc.EVENT_TOOL_MESSAGE and event.name != sc.EVENT_CHOICE:
+            continue
+        body = _event_body(event)
+        call_id = body.get(sc.EVENT_FIELD_ID)
+        if call_id is not None and tool.call_id is not None and str(call_id) != tool.call_id:
+            continue
+        if event.name == sc.EVENT_TOOL_MESSAGE and sent is None and chosen is None:
+            sent = body
+        elif event.name == sc.EVENT_CHOICE and sent is not None and chosen is None:
+            chosen = body
+    if sent is None or chosen is None:
+        return
+    if tool.arguments_raw is None and sc.EVENT_FIELD_CONTENT in sent:
+        tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(sent[sc.EVENT_FIELD_CONTENT])
+    if not tool.has_result and sc.EVENT_FIELD_MESSAGE in chosen:
+        tool.result, tool.result_raw = p.parse_result(chosen[sc.EVENT_FIELD_MESSAGE])
+        tool.has_result = True
+
+
 def _read_retrieval(attrs: Attributes, facts: SpanFacts) -> None:
     query = attrs.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT)
     if facts.retrieval_query is None and query is not None:
@@ -208,25 +299,59 @@ def documents_from(items: list[Any]) -> list[Document]:
     return docs
 
 
+def _event_body(event: Any) -> dict[str, Any]:
+    """A deprecated event's body: the log record's body, else the event's attributes."""
+    ev_attrs = dict(event.attributes or {})
+    body = p.loads(ev_attrs.get(sc.EVENT_BODY)) if sc.EVENT_BODY in ev_attrs else None
+    if body is None:
+        body = {k: v for k, v in ev_attrs.items() if k != sc.EVENT_BODY}
+    if not isinstance(body, dict):
+        body = {sc.EVENT_FIELD_CONTENT: body}
+    return body
+
+
+def _with_blocks(body: dict[str, Any]) -> dict[str, Any]:
+    """The body with a ``content`` that is the JSON text of a content-block list decoded, so
+    its blocks (text, tool uses, tool results) are read as parts."""
+    blocks = p.content_blocks(body.get(sc.EVENT_FIELD_CONTENT))
+    if blocks is None:
+        return body
+    return {**body, sc.EVENT_FIELD_CONTENT: blocks}
+
+
+_MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "parts"})
+
+
+def _choice_message(body: dict[str, Any]) -> dict[str, Any]:
+    """A ``gen_ai.choice``'s message: an object (the semconv's ``{role, content, tool_calls}``,
+    maybe as JSON), a content-block list (maybe as JSON), or the answer as plain text."""
+    message = body.get(sc.EVENT_FIELD_MESSAGE)
+    if isinstance(message, str) and message[:1] == "{":
+        parsed = p.loads(message)
+        # a message object as JSON, not an answer that is JSON text (structured output)
+        if isinstance(parsed, dict) and not _MESSAGE_FIELDS.isdisjoint(parsed):
+            message = parsed
+    if isinstance(message, dict):
+        return _with_blocks(message)
+    if message is None:
+        return body
+    blocks = p.content_blocks(message)
+    return {sc.EVENT_FIELD_CONTENT: blocks if blocks is not None else message}
+
+
 def _read_events(events: list[Any], facts: SpanFacts) -> None:
     inputs: list[Message] = []
     outputs: list[Message] = []
     for event in events:
-        ev_attrs = dict(event.attributes or {})
-        body = p.loads(ev_attrs.get(sc.EVENT_BODY)) if sc.EVENT_BODY in ev_attrs else None
-        if body is None:
-            body = {k: v for k, v in ev_attrs.items() if k != sc.EVENT_BODY}
-        if not isinstance(body, dict):
-            body = {"content": body}
+        body = _event_body(event)
         if event.name == sc.EVENT_CHOICE:
-            message = body.get("message") if isinstance(body.get("message"), dict) else body
-            msg = p.message_from({"role": "assistant", **message})
+            msg = p.message_from({"role": "assistant", **_choice_message(body)})
             if msg is not None:
                 msg.finish_reason = msg.finish_reason or p.opt_str(body.get("finish_reason"))
                 outputs.append(_repr_tool_calls(msg))
             continue
         role = event.name.split(".")[1]  # gen_ai.<role>.message
-        data = dict(body)
+        data = _with_blocks(body)
         data["role"] = role
         if role == "tool" and "id" in data and "tool_call_id" not in data:
             data["tool_call_id"] = data["id"]

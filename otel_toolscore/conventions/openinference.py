@@ -190,9 +190,19 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     if facts.tool_definitions is None and attrs.get(sc.OI_TOOL_PARAMETERS):
         d = p.tool_definition_from(
             {"name": tool.name, "description": attrs.get(sc.OI_TOOL_DESCRIPTION),
-             "parameters": attrs.get(sc.OI_TOOL_PARAMETERS)}
+             "parameters": _schema_or_none(attrs[sc.OI_TOOL_PARAMETERS], tool)}
         )
         facts.tool_definitions = [d] if d else None
+
+
+def _schema_or_none(value: Any, tool: ToolExecution) -> Any:
+    """``tool.parameters`` is the tool's schema, but some instrumentations (Google ADK's) write
+    the call's arguments there: a value equal to the arguments, or not shaped like a schema, is
+    no schema (the definition keeps its name and description)."""
+    parsed = p.loads(value) if isinstance(value, str) else value
+    if tool.arguments is not None and parsed == tool.arguments and parsed:
+        return None
+    return parsed if p.is_json_schema(parsed) else None
 
 
 def _read_retriever(attrs: Attributes, facts: SpanFacts) -> None:

@@ -593,6 +593,8 @@ def _apply_parts(msg: Message, parts: list[Any]) -> None:
         if not isinstance(part, Mapping):
             continue
         ptype = str(part.get("type") or "")
+        if not ptype and _apply_keyed_block(msg, part):
+            continue
         if ptype in ("text", "input_text", "output_text", ""):
             t = part.get("content", part.get("text"))
             if isinstance(t, str):
@@ -604,6 +606,96 @@ def _apply_parts(msg: Message, parts: list[Any]) -> None:
         elif ptype in ("tool_call_response", "tool-result", "function_call_output", "tool_result"):
             msg.tool_results.append(_tool_result_part(part))
     msg.content = "\n".join(t for t in texts) if texts else None
+
+
+# --- content blocks keyed by their kind (Bedrock Converse, Gemini) ------------------------------
+
+#: Bedrock Converse blocks are ``{<kind>: {...}}``; Gemini parts ``{<kind>: {...}}`` in snake_case
+#: (the Python SDK's ``model_dump``) or camelCase (the REST JSON); text is ``{"text": ...}`` in both
+_TOOL_USE_KEYS = ("toolUse",)
+_TOOL_RESULT_KEYS = ("toolResult",)
+_FUNCTION_CALL_KEYS = ("function_call", "functionCall")
+_FUNCTION_RESPONSE_KEYS = ("function_response", "functionResponse")
+#: blocks that carry no text, call or result a trajectory keeps (reasoning, media, code, cache marks)
+_OTHER_BLOCK_KEYS = frozenset({
+    "reasoningContent", "image", "document", "video", "cachePoint", "guardContent", "citationsContent",
+    "inline_data", "inlineData", "file_data", "fileData", "executable_code", "executableCode",
+    "code_execution_result", "codeExecutionResult", "video_metadata", "videoMetadata",
+})
+_BLOCK_KEYS = frozenset({"text", *_TOOL_USE_KEYS, *_TOOL_RESULT_KEYS, *_FUNCTION_CALL_KEYS,
+                         *_FUNCTION_RESPONSE_KEYS}) | _OTHER_BLOCK_KEYS
+#: ``type`` values of the typed part shapes (OTel GenAI, OpenAI, Anthropic, Vercel)
+_PART_TYPES = frozenset({
+    "text", "input_text", "output_text", "tool_call", "tool-call", "tool_call_response", "tool-result",
+    "function_call", "function_call_output", "tool_use", "tool_result", "reasoning", "thinking",
+    "image", "image_url", "input_image", "blob", "file", "uri", "server_tool_call", "server_tool_call_response",
+})
+
+
+def _keyed(part: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any] | None:
+    for key in keys:
+        value = part.get(key)
+        if isinstance(value, Mapping):
+            return value
+    return None
+
+
+def _apply_keyed_block(msg: Message, part: Mapping[str, Any]) -> bool:
+    """A part without ``type`` that names its kind by its key: Bedrock ``toolUse`` / ``toolResult``,
+    Gemini ``function_call`` / ``function_response`` (either spelling), Gemini thought text and
+    blocks without text. Added to ``msg``; False when the part is none of these (plain text)."""
+    if (block := _keyed(part, _TOOL_USE_KEYS)) is not None:
+        args, raw, _ = parse_arguments(block.get("input"))
+        msg.tool_calls.append(ToolCallRequest(id=opt_str(block.get("toolUseId")), name=opt_str(block.get("name")),
+                                              arguments=args, arguments_raw=raw))
+        return True
+    if (block := _keyed(part, _FUNCTION_CALL_KEYS)) is not None:
+        args, raw, _ = parse_arguments(block.get("args"))
+        msg.tool_calls.append(ToolCallRequest(id=opt_str(block.get("id")), name=opt_str(block.get("name")),
+                                              arguments=args, arguments_raw=raw))
+        return True
+    if (block := _keyed(part, _TOOL_RESULT_KEYS)) is not None:
+        parsed, raw = parse_result(block.get("content"))
+        status = block.get("status")
+        msg.tool_results.append(ToolResultPart(
+            tool_call_id=opt_str(block.get("toolUseId")), content=parsed, content_raw=raw,
+            is_error=isinstance(status, str) and status.lower() == "error",
+        ))
+        return True
+    if (block := _keyed(part, _FUNCTION_RESPONSE_KEYS)) is not None:
+        parsed, raw = parse_result(block.get("response"))
+        msg.tool_results.append(ToolResultPart(tool_call_id=opt_str(block.get("id")), name=opt_str(block.get("name")),
+                                               content=parsed, content_raw=raw))
+        return True
+    if part.get("thought") is True:
+        return True  # Gemini's thought summary: reasoning, not what the model said
+    return "text" not in part and "content" not in part and not _OTHER_BLOCK_KEYS.isdisjoint(part)
+
+
+def is_content_block(item: Any) -> bool:
+    """A message part in any shape the readers take apart: typed (``{"type": "text", …}``) or
+    keyed by its kind (``{"text": …}``, ``{"toolUse": {…}}``, ``{"function_call": {…}}``)."""
+    if not isinstance(item, Mapping) or not item:
+        return False
+    ptype = item.get("type")
+    if ptype is not None:
+        return ptype in _PART_TYPES
+    return not _BLOCK_KEYS.isdisjoint(item)
+
+
+def content_blocks(value: Any) -> list[Any] | None:
+    """The value as a list of content blocks when it is one (or a JSON text of one), else None.
+
+    Emitters that cannot put structures into event attributes send a message's content as the
+    JSON text of its block list (Strands: ``'[{"text": "…"}, {"toolUse": {…}}]'``)."""
+    if isinstance(value, str):
+        text = value.lstrip()
+        if text[:1] != "[":
+            return None
+        value = loads(text)
+    if isinstance(value, (list, tuple)) and value and all(is_content_block(v) for v in value):
+        return list(value)
+    return None
 
 
 def _tool_result_part(part: Mapping[str, Any]) -> ToolResultPart:
@@ -723,26 +815,42 @@ def opt_str(v: Any) -> str | None:
 # --- tool definitions -------------------------------------------------------------------------
 
 
+#: where a tool definition keeps its parameters' schema: OTel GenAI / OpenAI ``parameters``, Gemini
+#: ``parameters_json_schema`` (either spelling), Vercel and Bedrock ``inputSchema``, Anthropic
+#: ``input_schema``, OpenInference ``json_schema``; the first one that is not null counts
+_SCHEMA_KEYS = ("parameters", "parameters_json_schema", "parametersJsonSchema", "inputSchema", "input_schema",
+                "json_schema")
+#: wrappers around a definition: OpenAI ``{"type": "function", "function": {…}}``, Bedrock ``{"toolSpec": {…}}``
+_DEFINITION_WRAPPERS = ("function", "toolSpec")
+#: wrappers around a schema: Vercel ``{"jsonSchema": {…}}``, Bedrock ``{"json": {…}}``
+_SCHEMA_WRAPPERS = ("jsonSchema", "json")
+
+
 def tool_definition_from(obj: Any) -> ToolDefinition | None:
-    """OpenAI ``{"type":"function","function":{…}}``, flat GenAI, Vercel ``inputSchema`` or a bare name."""
+    """A tool definition in any of the shapes above (``_SCHEMA_KEYS``, ``_DEFINITION_WRAPPERS``) or a bare name."""
     obj = loads(obj) if isinstance(obj, str) and obj[:1] in "{[" else obj
     if isinstance(obj, str):
         return ToolDefinition(name=obj) if obj else None
     if not isinstance(obj, Mapping):
         return None
-    if isinstance(obj.get("function"), Mapping):
-        obj = obj["function"]
+    for wrapper in _DEFINITION_WRAPPERS:
+        if isinstance(obj.get(wrapper), Mapping):
+            obj = obj[wrapper]
+            break
     name = obj.get("name")
     if not name:
         return None
-    params = obj.get("parameters", obj.get("inputSchema", obj.get("input_schema", obj.get("json_schema"))))
+    params = next((obj[k] for k in _SCHEMA_KEYS if obj.get(k) is not None), None)
     params = loads(params) if isinstance(params, str) else params
     if nested_deeper_than(params):
         _note_unread(params, _TOO_DEEP)
         params = None
-    # Vercel wraps schemas as {"jsonSchema": {...}} in some versions.
-    if isinstance(params, Mapping) and "jsonSchema" in params and len(params) <= 2:
-        params = params["jsonSchema"]
+    if isinstance(params, Mapping):
+        for wrapper in _SCHEMA_WRAPPERS:
+            if wrapper in params and len(params) <= (2 if wrapper == "jsonSchema" else 1):
+                inner = params[wrapper]
+                params = loads(inner) if isinstance(inner, str) else inner
+                break
     return ToolDefinition(
         name=str(name),
         description=opt_str(obj.get("description")),
@@ -761,7 +869,42 @@ def tool_definitions_from(value: Any) -> list[ToolDefinition]:
 def _tool_definitions_from(value: Any) -> list[ToolDefinition]:
     out = []
     for item in parse_json_list(value):
-        d = tool_definition_from(item)
-        if d is not None:
-            out.append(d)
+        # Gemini groups its declarations: [{"function_declarations": [...]}, {"google_search": {}}]
+        group = _keyed_list(item, _DECLARATION_GROUPS) if isinstance(item, Mapping) else None
+        for one in group if group is not None else (item,):
+            d = tool_definition_from(one)
+            if d is not None:
+                out.append(d)
     return out
+
+
+_DECLARATION_GROUPS = ("function_declarations", "functionDeclarations")
+
+
+def _keyed_list(obj: Mapping[str, Any], keys: tuple[str, ...]) -> list[Any] | None:
+    for key in keys:
+        if isinstance(obj.get(key), list):
+            return obj[key]
+    return None
+
+
+_JSON_TYPES = frozenset({"object", "string", "number", "integer", "boolean", "array", "null"})
+_SCHEMA_ONLY_KEYWORDS = ("$schema", "$ref", "$defs", "anyOf", "oneOf", "allOf")
+
+
+def is_json_schema(value: Any) -> bool:
+    """Could the value be a JSON Schema (rather than, say, the arguments of one call)? An empty
+    object, or one whose ``type`` is a JSON type (Gemini writes them upper-case) or list of
+    them, whose ``properties`` is an object, or that uses a keyword only schemas use."""
+    if not isinstance(value, Mapping):
+        return False
+    if not value:
+        return True
+    t = value.get("type")
+    if isinstance(t, str) and t.lower() in _JSON_TYPES:
+        return True
+    if isinstance(t, list) and t and all(isinstance(x, str) and x.lower() in _JSON_TYPES for x in t):
+        return True
+    if isinstance(value.get("properties"), Mapping):
+        return True
+    return any(k in value for k in _SCHEMA_ONLY_KEYWORDS)
