@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_toolscore import semconv as sc
+from otel_toolscore.conventions._unread import note_unused_content
 from otel_toolscore.conventions import genai, litellm, mastra, openinference, openllmetry, pydantic_ai, vercel_ai
 from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
@@ -152,6 +153,8 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
         facts.problem(f"{key or 'a value inside an attribute'} was not read: {why}")
     if facts.role is None:
         facts.role = "other"
+    if facts.role != "agent" and facts.role != "tool":
+        note_unused_content(span, attrs, facts)
     if facts.role == "agent":  # only run spans need it (reports show which app a run came from)
         facts.service_name = _service_name(span)
     _read_failure(span, facts)

@@ -54,6 +54,20 @@ _CREWAI_OFF = {
     "CREWAI_TRACING_ENABLED": "false",
     "CREWAI_DISABLE_VERSION_CHECK": "true",
 }
+_ADK_ENV = {
+    # litellm: read the bundled model cost map instead of downloading it at import (the runner
+    # allows loopback only).
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+}
+_ADK_PACKAGES = ["google-adk", "google-genai", "litellm", "openai"]
+_STRANDS_PACKAGES = ["strands-agents", "openai", "opentelemetry-instrumentation-threading"]
+_AF_ENV = {
+    # agent_framework.observability.ObservabilitySettings: instrumentation is on by default; content
+    # (messages, tool arguments and results) needs ENABLE_SENSITIVE_DATA.
+    "ENABLE_INSTRUMENTATION": "true",
+    "ENABLE_SENSITIVE_DATA": "true",
+}
+_AF_PACKAGES = ["agent-framework-core", "agent-framework-openai", "openai"]
 
 STACKS: dict[str, dict] = {
     "openinference_openai": {
@@ -206,6 +220,83 @@ STACKS["anthropic_native_tool_runner"] = {
             "with the SDK's own OpenTelemetry tracing (content mode 'content'); the SDK makes the root span",
     "key_packages": ["anthropic", "opentelemetry-api"],
 }
+# Google ADK, Strands Agents, Microsoft Agent Framework (tests/conformance/frameworks/)
+STACKS.update({
+    # --- Google ADK (tests/conformance/frameworks/adk.py) ---
+    "adk_native": {
+        "venv": "adk",
+        "env": _ADK_ENV | {
+            # ADK's default schema (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN unset = 2, OTel GenAI semconv 1.44):
+            # content on the semconv spans only in the span-bearing modes SPAN_ONLY|SPAN_AND_EVENT
+            # (google/adk/telemetry/context.py TelemetryConfig); "true" would mean EVENT_ONLY (logs, not spans).
+            "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+        },
+        "what": "Google ADK LlmAgent (LiteLlm openai/gpt-4o-mini, api_base=scripted server; six function tools) run by "
+                "InMemoryRunner.run_async, ADK's own OpenTelemetry tracing, default telemetry schema (2)",
+        "key_packages": _ADK_PACKAGES,
+    },
+    "adk_native_legacy": {
+        "venv": "adk",
+        "env": _ADK_ENV | {
+            # The legacy schema (gcp.vertex.agent.* attributes, call_llm spans); its span content is
+            # ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS (default on, set explicitly here).
+            "ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1",
+            "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "true",
+        },
+        "what": "as adk_native, with ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1 (legacy schema, gcp.vertex.agent.*)",
+        "key_packages": _ADK_PACKAGES,
+    },
+    "adk_openinference": {
+        "venv": "adk",
+        "env": _ADK_ENV,
+        "what": "as adk_native (default schema 2), plus openinference-instrumentation-google-adk (GoogleADKInstrumentor: "
+                "its own CHAIN/AGENT/TOOL spans, LLM attributes written onto ADK's spans)",
+        "key_packages": _ADK_PACKAGES + ["openinference-instrumentation-google-adk", "openinference-instrumentation",
+                                         "openinference-semantic-conventions"],
+    },
+    "adk_openinference_legacy": {
+        "venv": "adk",
+        "env": _ADK_ENV | {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
+        "what": "as adk_openinference, with ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1 (ADK's legacy schema: call_llm spans, "
+                "which the OpenInference instrumentor turns into LLM spans)",
+        "key_packages": _ADK_PACKAGES + ["openinference-instrumentation-google-adk", "openinference-instrumentation",
+                                         "openinference-semantic-conventions"],
+    },
+    # --- Strands Agents (tests/conformance/frameworks/strands.py); Strands always records content ---
+    "strands_latest": {
+        "venv": "strands",
+        "env": {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"},
+        "what": "Strands Agents Agent (OpenAIModel, client_args base_url=scripted server, streaming Chat Completions; "
+                "six @tool functions) with its built-in tracing, latest GenAI conventions (content in span events)",
+        "key_packages": _STRANDS_PACKAGES,
+    },
+    "strands_default": {
+        "venv": "strands",
+        "what": "as strands_latest, without OTEL_SEMCONV_STABILITY_OPT_IN (the deprecated per-message span events)",
+        "key_packages": _STRANDS_PACKAGES,
+    },
+    "strands_span_attributes": {
+        "venv": "strands",
+        "env": {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental,gen_ai_span_attributes_only"},
+        "what": "as strands_latest, plus gen_ai_span_attributes_only (content as span attributes, no span events)",
+        "key_packages": _STRANDS_PACKAGES,
+    },
+    # --- Microsoft Agent Framework (tests/conformance/frameworks/agent_framework.py) ---
+    "agent_framework_chat": {
+        "venv": "agent_framework",
+        "env": _AF_ENV,
+        "what": "Microsoft Agent Framework Agent (OpenAIChatCompletionClient, base_url=scripted server: Chat "
+                "Completions; six @tool functions), agent.run, its own OpenTelemetry instrumentation with sensitive data",
+        "key_packages": _AF_PACKAGES,
+    },
+    "agent_framework_responses": {
+        "venv": "agent_framework",
+        "env": _AF_ENV,
+        "what": "as agent_framework_chat, with OpenAIChatClient (the Responses API)",
+        "key_packages": _AF_PACKAGES,
+    },
+})
 COMMON_PACKAGES = ["opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
 
 

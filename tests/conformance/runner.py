@@ -316,6 +316,9 @@ FRAMEWORKS = {
     "smolagents_": "smolagents",
     "crewai_": "crewai",
     "agno_": "agno",
+    "adk_": "adk",
+    "strands_": "strands",
+    "agent_framework_": "agent_framework",
 }
 
 

@@ -128,7 +128,7 @@ def test_cli_json_shape(case: tuple[Path, dict[str, Any]]) -> None:
     for key in ("trace_id", "span_id", "agent_name", "nested", "conventions", "input", "output",
                 "system_instructions", "tool_calls", "tool_definitions", "retrievals", "scores"):
         assert key in top, key
-    if _pending(path) is None:  # a pending capture is not read exactly yet: check the shape only
+    if _pending(path) is None:  # a pending capture is not read exactly yet (pending.json says what is missing)
         assert [c["name"] for c in top["tool_calls"]] == label["actual_tool_sequence"]
     for call in top["tool_calls"]:
         assert set(call) == {"id", "name", "arguments", "result", "error", "span_id"}
