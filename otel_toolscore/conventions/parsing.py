@@ -534,12 +534,18 @@ _TEXT_BLOCK_KEYS = frozenset({"type", "block_type", "text", "annotations", "cita
 
 
 def _content_blocks(blocks: list[Any]) -> _Envelope | None:
-    """A list of text blocks → their text (to read as the value); one JSON block → its value.
-    Any other list, or a list with any other kind of block (an image), is the value itself."""
+    """A list of text blocks → their text (to read as the value); one JSON block → its value;
+    one ``toolResult`` / ``function_response`` block → that envelope. Any other list, or a list
+    with any other kind of block (an image), is the value itself."""
     if not blocks:
         return None
-    if len(blocks) == 1 and isinstance(blocks[0], dict) and blocks[0].keys() == {"json"}:
-        return blocks[0]["json"], False, False
+    if len(blocks) == 1 and isinstance(blocks[0], dict) and len(blocks[0]) == 1:
+        key, value = next(iter(blocks[0].items()))
+        if key == "json":
+            return value, False, False
+        if key in _SINGLE_KEY_WRAPPERS and isinstance(value, dict):
+            # a message's content of one block, the result: [{"toolResult": {…}}]
+            return value, False, False
     texts = []
     for block in blocks:
         if not isinstance(block, dict) or not isinstance(block.get("text"), str) or not block.keys() <= _TEXT_BLOCK_KEYS:
