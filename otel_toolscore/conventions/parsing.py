@@ -500,36 +500,36 @@ def _envelope(parsed: Any) -> _Envelope | None:
     keys = parsed.keys()
     if len(parsed) == 1:
         key = next(iter(keys))
-        if key in _SINGLE_KEY_WRAPPERS and isinstance(parsed[key], dict):
+        if key in _ENVELOPE_WRAPPER_KEYS and isinstance(parsed[key], dict):
             return parsed[key], False, False
     if parsed.get("type") == "tool_result" and "content" in parsed:
         return parsed["content"], parsed.get("is_error") is True, True
-    if "toolUseId" in parsed and isinstance(parsed.get("content"), list) and keys <= _BEDROCK_TOOL_RESULT_KEYS:
+    if "toolUseId" in parsed and isinstance(parsed.get("content"), list) and keys <= _ENVELOPE_TOOL_RESULT_FIELDS:
         return parsed["content"], str(parsed.get("status")).lower() == "error", False
-    if isinstance(parsed.get("content"), list) and keys <= _MCP_RESULT_KEYS and _mcp_blocks(parsed["content"]):
+    if isinstance(parsed.get("content"), list) and keys <= _ENVELOPE_MCP_FIELDS and _mcp_blocks(parsed["content"]):
         structured = parsed.get("structuredContent")
         return (structured if structured is not None else parsed["content"]), parsed.get("isError") is True, False
-    if "raw_output" in parsed and "tool_name" in parsed and keys <= _TOOL_OUTPUT_KEYS:
+    if "raw_output" in parsed and "tool_name" in parsed and keys <= _ENVELOPE_TOOL_OUTPUT_FIELDS:
         flagged = parsed.get("is_error") is True
         if parsed["raw_output"] is not None:
             return parsed["raw_output"], flagged, True
         return parsed.get("blocks", parsed.get("content")), flagged, True
     if "response" in parsed and "name" in parsed and isinstance(parsed["response"], dict) \
-            and keys <= _FUNCTION_RESPONSE_KEYS:
+            and keys <= _ENVELOPE_FUNCTION_RESPONSE_FIELDS:
         return parsed["response"], False, False
     return _langchain_envelope(parsed)
 
 
 #: single-key wrappers around one envelope: Bedrock content blocks, Gemini parts
-_SINGLE_KEY_WRAPPERS = frozenset({"toolResult", "function_response", "functionResponse"})
-_BEDROCK_TOOL_RESULT_KEYS = frozenset({"toolUseId", "content", "status"})
-_MCP_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "_meta", "meta"})
+_ENVELOPE_WRAPPER_KEYS = frozenset({"toolResult", "function_response", "functionResponse"})
+_ENVELOPE_TOOL_RESULT_FIELDS = frozenset({"toolUseId", "content", "status"})
+_ENVELOPE_MCP_FIELDS = frozenset({"content", "isError", "structuredContent", "_meta", "meta"})
 #: llama_index.core.tools.ToolOutput's fields (``content`` in releases before ``blocks``)
-_TOOL_OUTPUT_KEYS = frozenset({"blocks", "content", "tool_name", "raw_input", "raw_output", "is_error"})
+_ENVELOPE_TOOL_OUTPUT_FIELDS = frozenset({"blocks", "content", "tool_name", "raw_input", "raw_output", "is_error"})
 #: google.genai FunctionResponse's fields as ADK and the Gemini API write them
-_FUNCTION_RESPONSE_KEYS = frozenset({"id", "name", "response", "will_continue", "willContinue", "scheduling",
+_ENVELOPE_FUNCTION_RESPONSE_FIELDS = frozenset({"id", "name", "response", "will_continue", "willContinue", "scheduling",
                                      "parts"})
-_TEXT_BLOCK_KEYS = frozenset({"type", "block_type", "text", "annotations", "citations", "cache_control",
+_ENVELOPE_TEXT_BLOCK_FIELDS = frozenset({"type", "block_type", "text", "annotations", "citations", "cache_control",
                               "_meta", "meta"})
 
 
@@ -543,12 +543,12 @@ def _content_blocks(blocks: list[Any]) -> _Envelope | None:
         key, value = next(iter(blocks[0].items()))
         if key == "json":
             return value, False, False
-        if key in _SINGLE_KEY_WRAPPERS and isinstance(value, dict):
+        if key in _ENVELOPE_WRAPPER_KEYS and isinstance(value, dict):
             # a message's content of one block, the result: [{"toolResult": {…}}]
             return value, False, False
     texts = []
     for block in blocks:
-        if not isinstance(block, dict) or not isinstance(block.get("text"), str) or not block.keys() <= _TEXT_BLOCK_KEYS:
+        if not isinstance(block, dict) or not isinstance(block.get("text"), str) or not block.keys() <= _ENVELOPE_TEXT_BLOCK_FIELDS:
             return None
         kind = block.get("type", block.get("block_type", "text"))
         if kind != "text" or ("type" in block and "block_type" in block):
@@ -558,12 +558,12 @@ def _content_blocks(blocks: list[Any]) -> _Envelope | None:
 
 
 #: the content block types of the MCP specification
-_MCP_BLOCK_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
+_ENVELOPE_MCP_BLOCK_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
 
 
 def _mcp_blocks(blocks: list[Any]) -> bool:
     """MCP content: every item a block of one of the specification's types."""
-    return all(isinstance(b, dict) and b.get("type") in _MCP_BLOCK_TYPES for b in blocks)
+    return all(isinstance(b, dict) and b.get("type") in _ENVELOPE_MCP_BLOCK_TYPES for b in blocks)
 
 
 def _langchain_envelope(parsed: dict[str, Any]) -> _Envelope | None:
