@@ -615,7 +615,7 @@ def result_error(parsed: Any) -> str | None:
 #: ``StopEvent(result=AgentOutput(...``, ``AgentInput()``: a Python object's repr (constructor
 #: form: a class name, then ``(`` and a keyword argument or ``)``), cut or not; and the default
 #: ``<module.Class object at 0x…>``
-_OBJECT_REPR_RE = re.compile(r"\s*(?:[A-Za-z_][\w.]*\((?:\)|[A-Za-z_]\w*=)|<[\w.]+ object at 0x[0-9a-fA-F]+>)")
+_OBJECT_REPR_RE = re.compile(r"\A\s*(?:[A-Za-z_][\w.]*\((?:\)|[A-Za-z_]\w*=)|<[\w.]+ object at 0x[0-9a-fA-F]+>)")
 
 
 def is_object_repr(text: str) -> bool:
