@@ -17,6 +17,9 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_toolscore.runtime._wrap import SpanProcessorWrapper
+from tests.support.paths import REPO
+
 
 class CountingExporter(SpanExporter):
     """A no-op span exporter that counts what it is given (and nothing else)."""
@@ -78,7 +81,6 @@ def telemetry_providers(kind: str, reader: Any = None) -> tuple[Any, Any, str]:
                     "with BatchLogRecordProcessor(no-op exporter)")
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def child_env() -> dict[str, str]:
@@ -86,7 +88,7 @@ def child_env() -> dict[str, str]:
     same ``otel_toolscore`` as this process (PYTHONPATH first, so an older checkout can be
     measured), and finds ``benchmarks`` from anywhere."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (env.get("PYTHONPATH"), ROOT) if x)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (env.get("PYTHONPATH"), str(REPO)) if x)
     return env
 
 
@@ -158,11 +160,11 @@ def emit_json(result: dict[str, Any]) -> None:
     print("RESULT " + json.dumps(result, default=str), flush=True)
 
 
-class TimedProcessor(SpanProcessor):
+class TimedProcessor(SpanProcessorWrapper):
     """Times the wrapped processor's on_start/on_end, call by call."""
 
     def __init__(self, inner: SpanProcessor) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.starts: dict[int, int] = {}
         self.endings = 0
         self.pairs: list[int] = []  # on_start + on_end ns, per span
@@ -170,23 +172,17 @@ class TimedProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         t = time.perf_counter_ns()
-        self.inner.on_start(span, parent_context)
+        self._delegate.on_start(span, parent_context)
         self.starts[id(span)] = time.perf_counter_ns() - t
 
     def _on_ending(self, span: Span) -> None:
         # The SDK calls this on every span just before on_end (the span is still writable).
         t = time.perf_counter_ns()
-        self.inner._on_ending(span)
+        self._delegate._on_ending(span)
         self.endings = time.perf_counter_ns() - t
 
     def on_end(self, span: ReadableSpan) -> None:
         t = time.perf_counter_ns()
-        self.inner.on_end(span)
+        self._delegate.on_end(span)
         d = time.perf_counter_ns() - t + self.starts.pop(id(span), 0) + self.endings
         (self.agent_pairs if span.parent is None else self.pairs).append(d)
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)

@@ -37,8 +37,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from benchmarks.common import (
@@ -52,6 +51,7 @@ from benchmarks.common import (
     telemetry_providers,
 )
 from benchmarks.workload import emit_run, genai_run
+from otel_toolscore.runtime._wrap import SpanProcessorWrapper
 
 #: distinct runs cycled through (enough distinct texts that the scorers' caches stay cold)
 POOL = 2_000
@@ -147,18 +147,8 @@ class _Null(SpanProcessor):
     pass
 
 
-class _PassThrough(SpanProcessor):
-    def __init__(self, downstream: SpanProcessor) -> None:
-        self._downstream = downstream
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self._downstream.on_start(span, parent_context=parent_context)
-
-    def _on_ending(self, span: Span) -> None:
-        self._downstream._on_ending(span)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self._downstream.on_end(span)
+class _PassThrough(SpanProcessorWrapper):
+    """Forwards every call: what any processor in the chain costs, to subtract."""
 
 
 def calls(n_spans: int, telemetry: str, isolated: bool, overrides: dict[str, Any]) -> dict[str, Any]:

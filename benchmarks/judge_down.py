@@ -16,7 +16,7 @@ The app thread never waits for a judge; what a judge fault can still cost it is 
 attempt runs litellm on the judge loop thread, which shares the GIL with the app (a failed
 attempt costs more than a successful one: litellm formats and redacts the traceback).
 
-Scenarios, each in a fresh process, with the judge (``tests/judge_server.py``) in another
+Scenarios, each in a fresh process, with the judge (``tests/support/judge_server.py``) in another
 process so its work does not compete with the app for the GIL:
 
 * ``healthy``: valid answers after ``--judge-delay`` (the baseline of the ratios);
@@ -43,7 +43,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -60,7 +59,6 @@ from benchmarks.common import (
 )
 from benchmarks.workload import emit_run, genai_run
 
-ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ("healthy", "hanging", "refused", "storm500", "code_only")
 LLM_SCORERS = ("tool_call_appropriateness", "prompt_alignment", "context_position")
 CONTEXT = ["Paris: 21°C and sunny.", "Flights from London to Paris leave hourly.", "Berlin is the capital of Germany."]
@@ -72,8 +70,7 @@ WARMUP_RUNS = 20
 
 def serve(kind: str, delay: float) -> None:
     """Run a judge server until stdin closes; print its URL first."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from judge_server import JudgeServer, always, auto_responder, hang, status
+    from tests.support.judge_server import JudgeServer, always, auto_responder, hang, status
 
     responders = {
         "healthy": auto_responder(delay=delay),
@@ -102,8 +99,7 @@ class Judge:
             assert self.proc.stdout is not None
             self.url = self.proc.stdout.readline().strip()
         elif scenario == "refused":
-            sys.path.insert(0, str(ROOT / "tests"))
-            from judge_server import closed_port_url
+            from tests.support.judge_server import closed_port_url
 
             self.url = closed_port_url()
 

@@ -2,7 +2,7 @@
 concurrency limits, through the real litellm client over real HTTP (the scripted test server on
 127.0.0.1), plus the cost of a cache hit.
 
-    .venv/bin/python benchmarks/judge_throughput.py [--n 200] [--delay 0.2] [--concurrency 1 4 16]
+    .venv/bin/python -m benchmarks.judge_throughput [--n 200] [--delay 0.2] [--concurrency 1 4 16]
 
 Concurrency 1 is the sequential baseline. The ideal wall time at concurrency c is N × D / c.
 Prints a Markdown table (paste it into BENCHMARKS.md).
@@ -15,19 +15,14 @@ import asyncio
 import os
 import platform
 import statistics
-import sys
 import time
 from importlib.metadata import version
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the scripted judge server lives with the tests
+from otel_toolscore.scorers.context_position import ContextPosition
+from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings, run_sync
+from otel_toolscore.trajectory import Document, Retrieval, Trajectory
 
-from judge_server import JudgeServer, auto_responder  # noqa: E402
-
-from otel_toolscore.scorers.context_position import ContextPosition  # noqa: E402
-from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings, run_sync  # noqa: E402
-from otel_toolscore.trajectory import Document, Retrieval, Trajectory  # noqa: E402
+from tests.support.judge_server import JudgeServer, auto_responder
 
 
 def trajectories(n: int) -> list[Trajectory]:

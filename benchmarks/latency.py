@@ -22,38 +22,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from benchmarks.common import CountingExporter, emit_json, machine, percentile, telemetry_providers
 from benchmarks.workload import SpanSpec, _emit, genai_run
+from otel_toolscore.runtime._wrap import SpanProcessorWrapper
 
 
-class Recorder(SpanProcessor):
+class Recorder(SpanProcessorWrapper):
     """Between ToolScoreSpanProcessor and the exporting processor: when each root span arrives."""
 
     def __init__(self, inner: SpanProcessor) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.arrived: dict[int, tuple[int, bool]] = {}  # span id → (perf_counter_ns, scored)
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self.inner.on_start(span, parent_context=parent_context)
-
-    def _on_ending(self, span: Span) -> None:
-        self.inner._on_ending(span)
 
     def on_end(self, span: ReadableSpan) -> None:
         if span.parent is None:
             scored = any(k.startswith("toolscore.") and k.endswith(".label") for k in (span.attributes or {}))
             self.arrived[span.context.span_id] = (time.perf_counter_ns(), scored)
-        self.inner.on_end(span)
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
+        self._delegate.on_end(span)
 
 
 def run_and_time_end(tracer: trace.Tracer, specs: Sequence[SpanSpec]) -> tuple[int, int]:

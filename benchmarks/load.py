@@ -5,7 +5,7 @@ App threads create 10-span agent runs (``workload.genai_run``: an ``invoke_agent
 ``start + i / rate`` whether or not earlier runs were scored: open loop) through a real SDK
 ``TracerProvider`` with ``ToolScoreSpanProcessor(BatchSpanProcessor(counting exporter))``. The
 scorers are the three code scorers plus ``tool_call_appropriateness``, whose judge is
-``tests/judge_server.py`` in a child process on 127.0.0.1, answering every request after
+``tests/support/judge_server.py`` in a child process on 127.0.0.1, answering every request after
 ``--judge-delay`` seconds, reached through the real litellm client. When scoring cannot keep
 up, the processor must shed scoring (counted in ``toolscore.evaluations{outcome="dropped"}``),
 never spans, and stay within its bounds.
@@ -53,7 +53,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from benchmarks.common import child_env, emit_json, machine, percentile, rss_bytes, telemetry_providers
-from benchmarks.workload import ROOT, SpanSpec, emit_run, genai_run
+from benchmarks.workload import SpanSpec, emit_run, genai_run
 
 MB = 1024 * 1024
 APP_SCOPE = "toolscore-load-app"
@@ -138,9 +138,8 @@ class LedgerExporter(SpanExporter):
 
 _JUDGE_MAIN = """
 import sys
-sys.path.insert(0, sys.argv[1])
-from judge_server import JudgeServer, auto_responder
-server = JudgeServer(auto_responder(delay=float(sys.argv[2]))).start()
+from tests.support.judge_server import JudgeServer, auto_responder
+server = JudgeServer(auto_responder(delay=float(sys.argv[1]))).start()
 print(server.url, flush=True)
 sys.stdin.read()  # until the parent closes it
 print(len(server.requests), server.max_in_flight, flush=True)
@@ -149,12 +148,12 @@ server.stop()
 
 
 class JudgeProcess:
-    """``tests/judge_server.py`` answering after ``delay`` s, in its own process so that its
+    """``tests/support/judge_server.py`` answering after ``delay`` s, in its own process so that its
     threads take neither the app's GIL nor its memory."""
 
     def __init__(self, delay: float) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", _JUDGE_MAIN, str(ROOT / "tests"), str(delay)],
+            [sys.executable, "-c", _JUDGE_MAIN, str(delay)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env(),
         )
         assert self._proc.stdout is not None

@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import child_env, machine
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
 ALL = ("hotpath", "throughput", "latency", "memory", "sidecar")
 
 
 def _sidecar_available() -> bool:
     try:
-        from otel_toolscore.runtime.serve.server import ToolScoreServer  # noqa: F401
+        from otel_toolscore.runtime.serve import ToolScoreServer  # noqa: F401
     except ImportError:
         return False
     return True
@@ -73,11 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {report['machine']}")
     for name in names:
         if name == "sidecar" and not _sidecar_available():
-            print("== sidecar: not measured (otel_toolscore.runtime.serve.server.ToolScoreServer is not there)")
-            report["benchmarks"][name] = {"skipped": "needs otel_toolscore.runtime.serve.server.ToolScoreServer"}
+            print("== sidecar: not measured (otel_toolscore.runtime.serve.ToolScoreServer is not there)")
+            report["benchmarks"][name] = {"skipped": "needs otel_toolscore.runtime.serve.ToolScoreServer"}
             continue
         report["benchmarks"][name] = run_one(name, args.quick, [])
-    out = args.out or ROOT / "benchmarks" / "results" / (
+    out = args.out or REPO / "benchmarks" / "results" / (
         dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ("-quick" if args.quick else "") + ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))

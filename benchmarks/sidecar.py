@@ -63,7 +63,7 @@ def serve(cpu: int, telemetry: str, decision_wait: float) -> None:
     """The server process: start, print the ports, answer ``stats`` lines on stdin."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
-    from otel_toolscore.runtime.serve.server import ToolScoreServer
+    from otel_toolscore.runtime.serve import ToolScoreServer
 
     exporter = _Counting()
     mp, lp, _ = telemetry_providers(telemetry)

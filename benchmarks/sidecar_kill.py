@@ -24,52 +24,29 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from benchmarks.common import child_env, machine
-from benchmarks.workload import ROOT, genai_run, readable_run
+from benchmarks.workload import genai_run, readable_run
+from tests.support.otlp_sink import OtlpSink, Received
+from tests.support.paths import REPO
 
 
-class _Upstream:
+class _Upstream(OtlpSink):
+    """The receiver: answers 503 to spans from ``fail_at`` s after ``t0`` on (``t0`` is reset
+    when the load starts)."""
+
     def __init__(self, fail_at: float | None) -> None:
-        self.t0 = time.monotonic()  # reset when the load starts
-        self.ids: set[tuple[int, int]] = set()
-        self.lock = threading.Lock()
-        outer = self
+        self.t0 = time.monotonic()
+        self.fail_at = fail_at
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.path.endswith("/v1/traces") and fail_at is not None and time.monotonic() - outer.t0 >= fail_at:
-                    self.send_response(503)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                if self.path.endswith("/v1/traces"):
-                    req = ExportTraceServiceRequest()
-                    req.ParseFromString(body)
-                    with outer.lock:
-                        for rs in req.resource_spans:
-                            for ss in rs.scope_spans:
-                                for s in ss.spans:
-                                    outer.ids.add((int.from_bytes(s.trace_id, "big"), int.from_bytes(s.span_id, "big")))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _answer(self, request: Received) -> int:
+        failing = self.fail_at is not None and time.monotonic() - self.t0 >= self.fail_at
+        return 503 if request.signal == "traces" and failing else 200
 
 
 def _free_port() -> int:
@@ -84,7 +61,7 @@ def scenario(rate: float, kill_at: float, fail_at: float | None) -> dict[str, An
     proc = subprocess.Popen(
         [sys.executable, "-m", "otel_toolscore.cli", "serve", "--upstream", upstream.url, "--http-port", str(port),
          "--no-grpc", "--no-forward-signals"],
-        cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cwd=REPO, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while True:  # wait for the port
         try:
@@ -125,9 +102,8 @@ def scenario(rate: float, kill_at: float, fail_at: float | None) -> dict[str, An
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     time.sleep(0.5)
-    with upstream.lock:
-        delivered = set(upstream.ids)
-    upstream.server.shutdown()
+    delivered = set(upstream.span_ids())
+    upstream.stop()
     lost = accepted - delivered
     return {"scenario": "healthy" if fail_at is None else f"upstream 503 from {fail_at:g} s",
             "runs_sent": i, "spans_accepted": len(accepted), "spans_delivered": len(accepted & delivered),

@@ -9,7 +9,7 @@ second.
 
 Synthetic runs are all distinct (each has its own seed: ids, values and answers differ), so the
 scorers' text caches are as cold as with real traffic. The fixture set (every recorded trace in
-``/work/shared/fixtures/traces`` and ``tests/conformance/captures``) is cycled, so its text caches
+``../shared/fixtures/traces`` and ``tests/conformance/captures``) is cycled, so its text caches
 are warm after the first pass.
 
     .venv/bin/python -m benchmarks.throughput [--quick]

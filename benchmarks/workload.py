@@ -1,7 +1,7 @@
 """Workloads for the benchmarks: synthetic GenAI agent runs and the recorded fixture traces.
 
 Synthetic runs follow the shapes the official OpenAI v2 instrumentation writes with the latest
-GenAI conventions (``/work/shared/fixtures/traces/B_otel_genai_openai_v2``): an
+GenAI conventions (``../shared/fixtures/traces/B_otel_genai_openai_v2``): an
 ``invoke_agent`` span over ``chat`` spans carrying ``gen_ai.input.messages`` (the whole history
 so far, as JSON) / ``gen_ai.output.messages`` / ``gen_ai.tool.definitions``, and
 ``execute_tool`` spans with arguments and results. A run of ``n`` spans is the agent span, then
@@ -30,11 +30,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURE_DIRS = (
-    Path(os.environ.get("TOOLSCORE_FIXTURES", "/work/shared/fixtures/traces")),
-    ROOT / "tests" / "conformance" / "captures",
-)
+from tests.support.paths import CAPTURES, FIXTURES
+
+FIXTURE_DIRS = (Path(os.environ.get("TOOLSCORE_FIXTURES", FIXTURES)), CAPTURES)
 
 SYSTEM = "You are a helpful travel assistant. Use the available tools when they help answer the user's request."
 CITIES = ("London", "Berlin", "Paris", "Madrid", "Rome", "Vienna", "Prague", "Lisbon", "Oslo", "Dublin")
@@ -196,7 +194,7 @@ def fixture_files() -> list[Path]:
 
 def fixture_runs() -> list[tuple[str, list[ReadableSpan]]]:
     """Every fixture trace as (name, ended spans); files that hold no spans are left out."""
-    from otel_toolscore.ingest.otlp import read_otlp_json
+    from otel_toolscore.ingest import read_otlp_json
 
     runs = []
     for path in fixture_files():

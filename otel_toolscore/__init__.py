@@ -18,8 +18,8 @@ from otel_toolscore._version import __version__
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "build_trajectories": "otel_toolscore.assemble",
-    "load_otlp": "otel_toolscore.ingest.otlp",
-    "read_otlp_json": "otel_toolscore.ingest.otlp",
+    "load_otlp": "otel_toolscore.ingest",
+    "read_otlp_json": "otel_toolscore.ingest",
     "InstallError": "otel_toolscore.runtime.bootstrap",
     "install": "otel_toolscore.runtime.bootstrap",
     "ToolScoreSpanProcessor": "otel_toolscore.runtime.processor",
@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # the static view of the same names, for type checkers and ID
     from otel_toolscore import scorers
     from otel_toolscore.assemble import build_trajectories
     from otel_toolscore.config import ToolScoreSettings, load_settings
-    from otel_toolscore.ingest.otlp import load_otlp, read_otlp_json
+    from otel_toolscore.ingest import load_otlp, read_otlp_json
     from otel_toolscore.runtime.bootstrap import InstallError, install
     from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
     from otel_toolscore.runtime.replay import replay, replay_file

@@ -20,6 +20,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import SpanFacts, read_trace
 from otel_toolscore.conventions.parsing import as_text, is_object_repr, result_error
 from otel_toolscore.trajectory import (
@@ -204,7 +205,7 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
                 Retrieval(span_id=f.span_id, query=f.retrieval_query, documents=list(f.documents or []),
                           start_time=f.start)
             )
-    calls = builder.finish()
+    calls, answers = _answer_calls(builder.finish(), subtree)
     steps.extend(calls)
     steps.sort(key=_step_key(builder))
 
@@ -232,7 +233,7 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
         nested=run.parent is not None,
         parent_run_span_id=run.parent.span.span_id if run.parent else None,
         input=_first(map(_words, (f.run_input for f in chain))) or _llm_input(first_llm),
-        output=_first(map(_words, (f.run_output for f in chain))) or _last_output(steps),
+        output=_first(map(_words, (f.run_output for f in chain))) or _last_output(steps, answers),
         system_instructions=_first(f.system_instructions for f in chain)
         or _first(f.system_instructions for f in llms),
         steps=steps,
@@ -269,14 +270,50 @@ def _llm_input(f: SpanFacts | None) -> str | None:
     return None
 
 
-def _last_output(steps: list[Any]) -> str | None:
+def _last_output(steps: list[Any], answers: Sequence[ToolCall] = ()) -> str | None:
     """The text of the run's last model response that is an answer. Text a model writes beside
     tool calls is a preamble to them, not an answer: a run that ends on a tool call (a
-    hand-off, a final action) has none of its own unless an earlier response answered."""
+    hand-off, a final action) has none of its own unless an earlier response answered. A
+    response that calls an answer tool (``_answer_calls``) answers with that call."""
+    by_response = {c.llm_span_id: c for c in answers if c.llm_span_id is not None}
     for s in reversed(steps):
-        if isinstance(s, LLMCall) and s.output_text and not any(m.tool_calls for m in s.output_messages):
+        if not isinstance(s, LLMCall):
+            continue
+        answer = by_response.get(s.span_id) if s.span_id is not None else None
+        if answer is not None and (text := _answer_text(answer)):
+            return text
+        if s.output_text and not any(m.tool_calls for m in s.output_messages):
             return s.output_text
     return None
+
+
+def _answer_calls(calls: list[ToolCall], spans: Iterable[SpanFacts]) -> tuple[list[ToolCall], list[ToolCall]]:
+    """The run's tool calls, and apart from them the calls of its framework's answer tools.
+
+    A framework that has the model answer through a tool (``semconv.ANSWER_TOOLS``, or a tool a
+    span of the run names as its answer tool) ends the run with that call: it is how the run
+    returns its answer, not a tool use, so it is no call of the run, and what it "returns" (the
+    answer again, or a receipt) is no tool result that could ground the answer.
+    """
+    named = {n for f in spans if f.answer_tools for n in f.answer_tools}
+    answers = [c for c in calls if c.name is not None and _is_answer_tool(c.name, named)]
+    if not answers:
+        return calls, answers
+    dropped = {id(c) for c in answers}
+    return [c for c in calls if id(c) not in dropped], answers
+
+
+def _is_answer_tool(name: str, named: set[str]) -> bool:
+    return name in sc.ANSWER_TOOLS or name in named or name.startswith(sc.ANSWER_TOOL_PREFIXES)
+
+
+def _answer_text(call: ToolCall) -> str | None:
+    """The answer an answer-tool call gives: its one argument (smolagents ``answer``), else all of
+    them (a structured output)."""
+    args = call.arguments
+    if isinstance(args, dict) and args:
+        return as_text(next(iter(args.values()))) if len(args) == 1 else as_text(args)
+    return call.arguments_raw
 
 
 def _definitions(sources: Iterable[SpanFacts]) -> list[ToolDefinition]:

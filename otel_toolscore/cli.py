@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.extras import MissingExtraError
-from otel_toolscore.ingest.otlp import OtlpDecodeError, load_otlp
+from otel_toolscore.ingest import OtlpDecodeError, load_otlp
 from otel_toolscore.outputs.report import (
     ScoredRun,
     ScoreProgress,
@@ -27,11 +27,9 @@ from otel_toolscore.outputs.report import (
     table,
 )
 from otel_toolscore.semconv import TOOLSCORE_SCORED
-from otel_toolscore.scorers.base import CODE_SCORERS, ScorerConfigError, build_scorers
+from otel_toolscore.scorers.base import ScorerConfigError, build_scorers
+from otel_toolscore.scorers.registry import CODE_SCORERS, EXPECTATION_SCORERS, LLM_SCORERS
 from otel_toolscore.scorers.run import score_runs
-
-#: the LLM-judged scorers (spelled here so that the CLI's import stays free of the judge module)
-LLM_SCORER_NAMES = ("tool_call_appropriateness", "prompt_alignment", "context_position")
 
 app = typer.Typer(
     add_completion=False,
@@ -118,7 +116,7 @@ def _judge_options(
     limit and one cache for all of them), plus instructions and context from files. A scorer
     whose ``configured`` options (the settings file) already name a judge model keeps them."""
     configured = configured or {}
-    llm = [n for n in names if n in LLM_SCORER_NAMES]
+    llm = [n for n in names if n in LLM_SCORERS]
     if instructions_file is not None and "prompt_alignment" not in llm:
         _fail("--instructions-file is used by --scorer prompt_alignment only")
     if context_file is not None and "context_position" not in llm:
@@ -158,7 +156,7 @@ def score(
         typer.Option(
             "--scorer", "-s",
             help=f"Scorer to run (repeatable). Default: every code scorer ({', '.join(CODE_SCORERS)}). "
-            f"LLM-judged (need --judge-model): {', '.join(LLM_SCORER_NAMES)}.",
+            f"LLM-judged (need --judge-model): {', '.join(LLM_SCORERS)}.",
         ),
     ] = None,
     expected_tool: Annotated[Optional[str], typer.Option(help="Tool the agent should call.")] = None,
@@ -203,9 +201,10 @@ def score(
         settings = load_settings(config)
     except ConfigError as exc:
         _fail(str(exc))
-    accuracy = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
+    expectation = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
     options: dict[str, dict[str, Any]] = {name: dict(opts) for name, opts in settings.scorer_options.items()}
-    options.setdefault("tool_call_accuracy", {}).update({k: v for k, v in accuracy.items() if v is not None})
+    for name in EXPECTATION_SCORERS:
+        options.setdefault(name, {}).update({k: v for k, v in expectation.items() if v is not None})
     names = scorer or settings.scorers
     try:
         options.update(
@@ -321,7 +320,7 @@ def serve(
     import logging
 
     from otel_toolscore.config import ConfigError
-    from otel_toolscore.runtime.serve.server import ServerAddresses, ToolScoreServer, parse_header_items
+    from otel_toolscore.runtime.serve import ServerAddresses, ToolScoreServer, parse_header_items
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

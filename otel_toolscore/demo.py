@@ -1,11 +1,13 @@
 """``otel-toolscore demo``: a real instrumented agent, scored in process, in well under a minute.
 
 It starts the scripted OpenAI-compatible model of ``otel_toolscore/demo_agent/`` on 127.0.0.1,
-runs the example agent of ``demo_agent/agent_common.py`` (which ``examples/`` shares) through five runs (a good one, a wrong tool, bad
-arguments, a hallucinated answer, a failing tool), scores them with ``install()``, prints a
-table of runs × scores with the issues found, and writes what was exported: OTLP/JSON lines in
-``./toolscore-demo/`` (spans, ``gen_ai.evaluation.result`` events, metrics), or OTLP/HTTP to a
-backend (``--otlp-endpoint``), and/or the traces to a local Arize Phoenix (``--phoenix``).
+runs the example agent of ``demo_agent/agent_common.py`` (which ``examples/`` shares) through
+five runs (a good one, a wrong tool, bad arguments, a hallucinated answer, a failing tool),
+scores them with ``install()``, prints a table of runs × scores with the issues found, and
+writes what was exported: OTLP/JSON lines in ``./toolscore-demo/`` (spans,
+``gen_ai.evaluation.result`` events, metrics; ``outputs/jsonlines.py``), or OTLP/HTTP to a
+backend (``--otlp-endpoint``), and/or the traces to a local Arize Phoenix (``--phoenix``;
+``demo_agent/phoenix.py``).
 
 The model client is the real ``openai`` client traced by opentelemetry-instrumentation-openai-v2
 (latest GenAI conventions) when the ``examples`` extra is installed, or by OpenInference when
@@ -15,26 +17,20 @@ so the demo also runs without the examples extra (the ``cli`` extra gives the co
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any
 
-from google.protobuf.json_format import MessageToDict
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
@@ -52,19 +48,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from otel_toolscore import semconv
+from otel_toolscore.demo_agent.phoenix import PHOENIX_INSTALL_HINT, Phoenix, PhoenixError, find_phoenix
+from otel_toolscore.outputs.jsonlines import JsonLinesLogExporter, JsonLinesMetricExporter, JsonLinesSpanExporter
+from otel_toolscore.outputs.report import _cell, _issues
+from otel_toolscore.runtime._wrap import LogExporterWrapper, MetricExporterWrapper
 from otel_toolscore.runtime.bootstrap import install
-from otel_toolscore.outputs.report import _SHORT, _cell, _issues
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers
+from otel_toolscore.scorers.registry import column
 from otel_toolscore.trajectory import Trajectory
-
-try:  # SDK ≥ 1.39 names it LogRecordExporter; older ones LogExporter
-    from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporter
-except ImportError:  # pragma: no cover - depends on the installed SDK
-    from opentelemetry.sdk._logs.export import LogExporter as _LogExporter  # type: ignore[no-redef]
-try:
-    from opentelemetry.sdk._logs.export import LogRecordExportResult as _LogResult
-except ImportError:  # pragma: no cover
-    from opentelemetry.sdk._logs.export import LogExportResult as _LogResult  # type: ignore[no-redef, assignment]
 
 SERVICE_NAME = "otel-toolscore-demo"
 PHOENIX_PROJECT = "otel-toolscore-demo"
@@ -84,111 +75,6 @@ def load_examples() -> ModuleType:
     from otel_toolscore.demo_agent import agent_common
 
     return agent_common
-
-
-# --- OTLP/JSON lines files: what the Collector's file exporter writes ---------------------------
-
-_ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
-
-
-def _hex_ids(node: Any) -> Any:
-    """proto3 JSON writes bytes as base64; OTLP/JSON wants trace and span ids as hex."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in _ID_KEYS and isinstance(value, str):
-                node[key] = base64.b64decode(value).hex()
-            else:
-                _hex_ids(value)
-    elif isinstance(node, list):
-        for item in node:
-            _hex_ids(item)
-    return node
-
-
-def otlp_json(message: Any) -> str:
-    """One export request as an OTLP/JSON line (integer enums, hex ids, int64 as strings)."""
-    return json.dumps(_hex_ids(MessageToDict(message, use_integers_for_enums=True)), ensure_ascii=False)
-
-
-class _JsonLines:
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
-        self._file: TextIO | None = path.open("w", encoding="utf-8")
-
-    def write(self, message: Any) -> None:
-        line = otlp_json(message)
-        with self._lock:
-            if self._file is not None:
-                self._file.write(line + "\n")
-                self._file.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-
-
-class JsonLinesSpanExporter(SpanExporter):
-    """Spans as ``ExportTraceServiceRequest`` JSON lines (``otel-toolscore score`` reads them)."""
-
-    def __init__(self, path: Path) -> None:
-        self._out = _JsonLines(path)
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-        self._out.write(encode_spans(spans))
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        self._out.close()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
-class JsonLinesLogExporter(_LogExporter):  # type: ignore[misc, valid-type]
-    """Log records (the evaluation events) as ``ExportLogsServiceRequest`` JSON lines."""
-
-    def __init__(self, path: Path) -> None:
-        self._out = _JsonLines(path)
-
-    def export(self, batch: Sequence[Any]) -> Any:
-        from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-
-        self._out.write(encode_logs(batch))
-        return _LogResult.SUCCESS
-
-    def shutdown(self) -> None:
-        self._out.close()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
-class JsonLinesMetricExporter(MetricExporter):
-    """Metrics as ``ExportMetricsServiceRequest`` JSON lines (cumulative)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self._out = _JsonLines(path)
-
-    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        from opentelemetry.exporter.otlp.proto.common.metrics_encoder import (
-            encode_metrics,
-        )
-
-        self._out.write(encode_metrics(metrics_data))
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self._out.close()
 
 
 # --- tees that also count what went out, for the summary ------------------------------------
@@ -233,9 +119,9 @@ class _SpanTee(SpanExporter):
         return all(exporter.force_flush(timeout_millis) for exporter in self._exporters)
 
 
-class _LogTee(_LogExporter):  # type: ignore[misc, valid-type]
+class _LogTee(LogExporterWrapper):
     def __init__(self, inner: Any, seen: Exported) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._seen = seen
 
     def export(self, batch: Sequence[Any]) -> Any:
@@ -244,41 +130,25 @@ class _LogTee(_LogExporter):  # type: ignore[misc, valid-type]
             self._seen.log_records += 1
             if getattr(record, "event_name", None) == semconv.GEN_AI_EVALUATION_RESULT:
                 self._seen.events += 1
-        result = self._inner.export(batch)
+        result = super().export(batch)
         if getattr(result, "name", "SUCCESS") != "SUCCESS":
             self._seen.failed["logs"] += 1
         return result
 
-    def shutdown(self) -> None:
-        self._inner.shutdown()
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return bool(self._inner.force_flush(timeout_millis))
-
-
-class _MetricTee(MetricExporter):
+class _MetricTee(MetricExporterWrapper):
     def __init__(self, inner: MetricExporter, seen: Exported) -> None:
-        super().__init__(
-            preferred_temporality=getattr(inner, "_preferred_temporality", None),
-            preferred_aggregation=getattr(inner, "_preferred_aggregation", None),
-        )
-        self._inner = inner
+        super().__init__(inner)
         self._seen = seen
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         for rm in metrics_data.resource_metrics:
             for sm in rm.scope_metrics:
                 self._seen.metrics.update(m.name for m in sm.metrics)
-        result = self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+        result = super().export(metrics_data, timeout_millis=timeout_millis, **kwargs)
         if result is not MetricExportResult.SUCCESS:
             self._seen.failed["metrics"] += 1
         return result
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self._inner.force_flush(timeout_millis)
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self._inner.shutdown(timeout_millis=timeout_millis, **kwargs)
 
 
 # --- scores as the processor computed them ----------------------------------------------------
@@ -452,103 +322,6 @@ def make_client(choice: str, base_url: str, examples: ModuleType, tracer_provide
     raise DemoError(f"unknown instrumentation {choice!r} (one of {', '.join(INSTRUMENTATIONS)})")
 
 
-# --- Arize Phoenix -----------------------------------------------------------------------------
-
-PHOENIX_INSTALL_HINT = (
-    "python3 -m venv .venv-phoenix && .venv-phoenix/bin/pip install 'arize-phoenix==20.26.1' "
-    "(a venv of its own: Phoenix needs openai>=3, the judge extra's litellm openai<3)"
-)
-
-
-def find_phoenix() -> str | None:
-    """The ``phoenix`` command: $OTEL_TOOLSCORE_PHOENIX, this venv, PATH, or a .venv-phoenix."""
-    explicit = os.environ.get("OTEL_TOOLSCORE_PHOENIX")
-    candidates = [explicit] if explicit else []
-    candidates.append(str(Path(sys.executable).parent / "phoenix"))
-    on_path = shutil.which("phoenix")
-    if on_path:
-        candidates.append(on_path)
-    for root in (Path.cwd(), Path(__file__).resolve().parents[1]):
-        candidates.append(str(root / ".venv-phoenix" / "bin" / "phoenix"))
-    for candidate in candidates:
-        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Phoenix:
-    """``phoenix serve`` on 127.0.0.1 (free ports, its own working directory, no telemetry)."""
-
-    def __init__(self, command: str, working_dir: Path, port: int | None = None) -> None:
-        self.command = command
-        self.working_dir = working_dir
-        self.port = port or free_port()
-        self.grpc_port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log_path = working_dir / "phoenix.log"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def traces_endpoint(self) -> str:
-        return f"{self.url}/v1/traces"
-
-    def start(self, timeout: float = 120.0) -> Phoenix:
-        self.working_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        for var in [v for v in env if v.startswith(("PHOENIX_", "OTEL_"))]:
-            del env[var]
-        env.update(
-            PHOENIX_HOST="127.0.0.1",
-            PHOENIX_PORT=str(self.port),
-            PHOENIX_GRPC_PORT=str(self.grpc_port),
-            PHOENIX_WORKING_DIR=str(self.working_dir),
-            PHOENIX_TELEMETRY_ENABLED="false",
-            PHOENIX_ALLOW_EXTERNAL_RESOURCES="false",
-            PHOENIX_DISABLE_AGENT_ASSISTANT="true",
-        )
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen([self.command, "serve"], env=env, stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise DemoError(f"Phoenix exited with {self.process.returncode}: {self.log_tail()}")
-            try:
-                with opener.open(f"{self.url}/healthz", timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise DemoError(f"Phoenix did not answer on {self.url} within {timeout:.0f}s: {self.log_tail()}")
-
-    def log_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-
-
 # --- the demo ----------------------------------------------------------------------------------
 
 
@@ -578,7 +351,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> int:
     console = console or Console()
     try:
         return _run(options, console)
-    except DemoError as exc:
+    except (DemoError, PhoenixError) as exc:
         # soft_wrap: one line in a CI log, not cut at the console's width
         Console(stderr=True).print(f"[red]otel-toolscore demo:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
@@ -655,7 +428,8 @@ def _run_agents(options: DemoOptions, console: Console, examples: ModuleType, ph
         if client is not None:
             client.close()
         server.stop()
-        processor.force_flush(10_000)
+        if processor is not None:  # None: install() found the SDK disabled (OTEL_SDK_DISABLED)
+            processor.force_flush(10_000)
         tracer_provider.shutdown()
         logger_provider.shutdown()
         meter_provider.force_flush()  # the reader has no period: this is its one export
@@ -688,7 +462,7 @@ def _summary(console: Console, scenarios: list[dict], runs: _Runs) -> int:
     table.add_column("run")
     table.add_column("tools called", max_width=24, overflow="fold")
     for name in names:
-        table.add_column(_SHORT.get(name, name), justify="right")
+        table.add_column(column(name), justify="right")
     notes: list[str] = []
     scored = 0
     for scenario in scenarios:
@@ -698,7 +472,7 @@ def _summary(console: Console, scenarios: list[dict], runs: _Runs) -> int:
         tools = ", ".join(c.name or "?" for c in trajectory.tool_calls) if trajectory else "(not scored)"
         by_name = {s.name: s for s in scores}
         table.add_row(scenario["name"], tools or "—", *(_cell(by_name.get(n), None) for n in names))
-        found = [f"{_SHORT.get(s.name, s.name)}: {text}" for s in scores for text in _issues(s)]
+        found = [f"{column(s.name)}: {text}" for s in scores for text in _issues(s)]
         notes.append(f"[bold]{scenario['name']}[/] [dim]({escape(scenario['what'])})[/]")
         # explanations hold lists like "[search_web]", which are not markup
         notes.extend(f"  [yellow]•[/] {escape(line)}" for line in found)

@@ -147,6 +147,49 @@ AI_TOOL_SPAN = "ai.toolCall"
 PYDANTIC_AI_FINAL_RESULT = "final_result"
 PYDANTIC_AI_ALL_MESSAGES = "pydantic_ai.all_messages"
 PYDANTIC_AI_AGENT_NAME = "agent_name"
+#: chat spans: the request's tools by kind, JSON ``{"function_tools": [...], "output_tools": [...]}``
+PYDANTIC_AI_MODEL_REQUEST_PARAMETERS = "model_request_parameters"
+PYDANTIC_AI_OUTPUT_TOOLS = "output_tools"  # key inside PYDANTIC_AI_MODEL_REQUEST_PARAMETERS
+
+# --- Framework answer tools --------------------------------------------------------------------
+# Tools a framework adds so that the model returns the run's answer through a tool call: calling
+# one ends the run (or hands over its structured output); it is how the run answers, not a tool
+# use. Their arguments are the answer; their "result" is the answer again or a receipt.
+#   final_answer        smolagents ``FinalAnswerTool`` (default_tools.py, every agent has it);
+#                       BeeAI ``RequirementAgent``'s ``FinalAnswerTool``
+#   final_result        Pydantic AI's output tool (``_output.DEFAULT_OUTPUT_TOOL_NAME``);
+#   final_result_<Type>   the same with several output types (``final_result_<Type>_2`` on a clash)
+#   set_model_response  Google ADK ``SetModelResponseTool`` (``output_schema`` alongside tools)
+ANSWER_TOOLS = frozenset({"final_answer", "final_result", "set_model_response"})
+ANSWER_TOOL_PREFIXES = ("final_result_",)
+
+# --- smolagents (through OpenInference) --------------------------------------------------------
+# ``MessageRole.TOOL_CALL`` / ``TOOL_RESPONSE``: smolagents writes a step's calls and results into
+# the chat history as text under these roles (memory.py ``ActionStep.to_messages``):
+# "Calling tools:\n" + str([{"id", "type", "function": {"name", "arguments"}}, ...]),
+# "Observation:\n" + the results (one per call, newline-joined, in call-id order),
+# ["Call id: <id>\n"] + "Error:\n" + the step's error.
+SMOLAGENTS_ROLE_TOOL_CALL = "tool-call"
+SMOLAGENTS_ROLE_TOOL_RESPONSE = "tool-response"
+SMOLAGENTS_CALLING_TOOLS = "Calling tools:\n"
+SMOLAGENTS_OBSERVATION = "Observation:\n"
+#: keyword parameters of smolagents' ``Tool.__call__(*args, sanitize_inputs_outputs, **kwargs)``
+#: that OpenInference records beside the call's own ``args``/``kwargs`` in a TOOL span's input
+SMOLAGENTS_TOOL_CALL_PARAMETERS = frozenset({"sanitize_inputs_outputs"})
+
+# --- CrewAI ------------------------------------------------------------------------------------
+# Through OpenLLMetry (opentelemetry-instrumentation-crewai): the "<description>.task" span.
+CREWAI_TASK_DESCRIPTION = "crewai.task.description"
+# Through OpenInference (openinference-instrumentation-crewai): "<Crew>.kickoff" (CHAIN) carries
+# crew_key, crew_inputs and crew_tasks; "<role>._execute_core" (AGENT, one task run by one agent) carries
+# crew_key, task_key, task_id, its TaskOutput as output.value, and formatted_description when the
+# crew shares its data (share_crew).
+OI_CREWAI_CREW_KEY = "crew_key"
+OI_CREWAI_CREW_TASKS = "crew_tasks"  # JSON list of {"id", "description", ...}
+OI_CREWAI_CREW_INPUTS = "crew_inputs"  # JSON of the kickoff inputs, "" when none
+OI_CREWAI_TASK_KEY = "task_key"
+OI_CREWAI_FORMATTED_DESCRIPTION = "formatted_description"
+CREWAI_TASK_DESCRIPTION_KEY = "description"  # key of a task in the task lists and in a TaskOutput
 
 # --- Mastra OTel exporter ----------------------------------------------------------------------
 MASTRA_SPAN_TYPE = "mastra.span.type"

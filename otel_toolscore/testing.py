@@ -141,22 +141,15 @@ def _calls(traj: Trajectory) -> list[str]:
     return lines
 
 
-def _issue_lines(score: Score, types: Sequence[str] | None = None, blocking_only: bool = False) -> list[str]:
+def _issue_lines(score: Score, types: Sequence[str] | None = None) -> list[str]:
     lines = []
-    reports = score.details.get("tool_calls", []) if isinstance(score.details, dict) else []
-    for i, report in enumerate(reports, 1):
-        if not isinstance(report, dict):
-            continue
-        for issue in report.get("issues", []):
-            if not isinstance(issue, dict):
+    for call in score.calls:
+        for issue in call.issues:
+            if types is not None and issue.type not in types:
                 continue
-            if types is not None and issue.get("type") not in types:
-                continue
-            if blocking_only and issue.get("severity") not in ("high", "critical"):
-                continue
-            where = f" at {issue['path']}" if issue.get("path") else ""
-            lines.append(f"    call {i} {report.get('name')}: {issue.get('type')}{where} "
-                         f"({issue.get('severity')}): {issue.get('message')}")
+            where = f" at {issue.path}" if issue.path else ""
+            lines.append(f"    call {call.index + 1} {call.name}: {issue.type}{where} "
+                         f"({issue.severity}): {issue.message}")
     return lines
 
 

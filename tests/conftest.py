@@ -1,13 +1,34 @@
 """Hypothesis in CI: derandomized, so a CI run explores exactly the examples a local run with
 CI=true explored, and a red CI is a reproducible fact, not a draw. Local runs stay random (and
-keep finding new cases, as the hostile-input tests did)."""
+keep finding new cases, as the hostile-input tests did).
+
+The fixtures every test module may use: ``clean_otel_env`` and ``judge_server``."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
+
+from tests.support.env import clear_otel
+from tests.support.judge_server import JudgeServer
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+@pytest.fixture
+def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No ``OTEL_*`` variable of the machine running the tests; the monkeypatch, to set some."""
+    clear_otel(monkeypatch)
+    return monkeypatch
+
+
+@pytest.fixture
+def judge_server() -> Iterator[JudgeServer]:
+    """A started scripted judge (``tests/support/judge_server.py``), stopped after the test."""
+    with JudgeServer() as server:
+        yield server

@@ -9,33 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.trace import SpanContext, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 
 from otel_toolscore import build_trajectories
 
-TRACE = 0xABC
-
-
-def span(
-    sid: int,
-    name: str,
-    parent: int | None = None,
-    attrs: dict[str, Any] | None = None,
-    start: int = 0,
-    events: list[Event] | None = None,
-    status: Status | None = None,
-    trace: int = TRACE,
-) -> ReadableSpan:
-    return ReadableSpan(
-        name=name,
-        context=SpanContext(trace, sid, False),
-        parent=SpanContext(trace, parent, False) if parent is not None else None,
-        attributes=attrs or {},
-        events=events or [],
-        status=status or Status(StatusCode.UNSET),
-        start_time=start,
-        end_time=start + 1,
-    )
+from tests.support.spans import span
 
 
 def agent(sid: int, name: str | None, parent: int | None = None, start: int = 0, **extra: Any) -> ReadableSpan:

@@ -20,13 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import TESTS
+
 pytest.importorskip(
     "atheris",
     reason="atheris is not installed: it has wheels only for CPython 3.10-3.13 on Linux x86_64, "
     "where the test extra installs it",
 )
 
-HARNESS = Path(__file__).resolve().parent / "fuzz" / "fuzz_otlp.py"
+HARNESS = TESTS / "fuzz" / "fuzz_otlp.py"
 DEFAULT_SECONDS = 20
 # libFuzzer's own limits: a decode that takes 10 s or 2 GB for one input is a bug too.
 PER_INPUT_TIMEOUT_S = 10

@@ -11,9 +11,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"
-CAPTURES = ROOT / "tests" / "conformance" / "captures"
+from tests.support.paths import CAPTURES, SAMPLE
 
 
 def run(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -10,16 +10,15 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 
 from otel_toolscore.outputs.report import ScoreProgress
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"
-WRONG_TOOL = ROOT / "tests" / "conformance" / "captures" / "openinference_openai" / "wrong_tool.json"
+from tests.support.paths import CAPTURES, SAMPLE
+
+WRONG_TOOL = CAPTURES / "openinference_openai" / "wrong_tool.json"
 SUMMARY = re.compile(
     r"^otel-toolscore: (?P<runs>\d+) runs from (?P<files>\d+) file\(s\); (?P<scores>\d+) scores: "
     r"(?P<passed>\d+) passed, (?P<failed>\d+) failed, (?P<skipped>\d+) skipped, (?P<errors>\d+) errors"

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "collector-config.yaml"
-SCALE = ROOT / "collector-config.scale.yaml"
+from tests.support.paths import REPO
+
+CONFIG = REPO / "collector-config.yaml"
+SCALE = REPO / "collector-config.scale.yaml"
 SECTIONS = ("receivers", "processors", "exporters")
 
 
@@ -90,5 +91,5 @@ def test_scale_out_routes_traces_by_trace_id_to_the_replicas() -> None:
 
 
 def test_readme_documents_both_topologies() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     assert "collector-config.yaml" in readme and "collector-config.scale.yaml" in readme

@@ -3,7 +3,6 @@ name their source, rules, and the trace-id sampling rule."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,11 @@ from otel_toolscore.config import (
     sampled,
 )
 
+from tests.support.paths import REPO
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No OTEL_TOOLSCORE_* variable of the machine running the tests leaks in."""
-    for name in list(os.environ):
-        if name.upper().startswith("OTEL_TOOLSCORE_"):
-            monkeypatch.delenv(name)
+
+#: no OTEL_* variable of the machine running the tests leaks in
+pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
 
 def write_yaml(tmp_path: Path, data: Any, name: str = "toolscore.yaml") -> Path:
@@ -366,10 +363,9 @@ def test_invalid_rate(rate: float) -> None:
 
 
 def test_readme_documents_every_setting() -> None:
-    from pathlib import Path
 
     from otel_toolscore.config import ToolScoreSettings
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     missing = [n for n in ToolScoreSettings.model_fields if f"`OTEL_TOOLSCORE_{n.upper()}`" not in readme]
     assert not missing, f"README configuration reference lacks {missing}"

@@ -26,8 +26,10 @@ from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.assemble import assemble_trace
 from otel_toolscore.trajectory import Trajectory
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "traces"
-FIXTURES = sorted(SHARED.glob("*/correct_single.json")) + sorted(SHARED.glob("*/parallel_tools.json"))
+from tests.support import paths
+
+FIXTURES = (paths.traces(paths.FIXTURES, "*/correct_single.json")
+            + paths.traces(paths.FIXTURES, "*/parallel_tools.json"))
 
 #: attributes holding a model input as one JSON list of messages
 _JSON_INPUTS = ("gen_ai.input.messages", "ai.prompt.messages", "mastra.model_step.input")
@@ -155,7 +157,7 @@ def _calls(t: Trajectory) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("fresh_ids", [True, False], ids=["fresh_ids", "reused_ids"])
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", FIXTURES, ids=paths.trace_id)
 def test_a_second_turn_reads_only_its_own_calls(path: Path, fresh_ids: bool, tmp_path: Path) -> None:
     alone = _top_run(read_otlp_json(path))
     second = tmp_path / "second_turn.json"

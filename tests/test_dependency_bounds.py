@@ -6,22 +6,21 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+from tests.support.paths import REPO
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     tomllib = pytest.importorskip("tomli")
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def _lower_bounds() -> dict[str, Version]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     out = {}
     # the core and the extras of other packages' code (cli: typer/rich, grpc: the gRPC exporter)
     extras = project["optional-dependencies"]
@@ -39,7 +38,7 @@ def _norm(name: str) -> str:
 
 def _pins() -> dict[str, Version]:
     pins = {}
-    for line in (ROOT / "tests" / "constraints-min.txt").read_text().splitlines():
+    for line in (REPO / "tests" / "constraints-min.txt").read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             name, version = line.split("==")
@@ -61,7 +60,7 @@ def test_the_known_broken_versions_are_excluded() -> None:
 
 
 def test_scripts_test_runs_the_core_tests_on_the_minimums() -> None:
-    script = (ROOT / "scripts" / "test").read_text()
+    script = (REPO / "scripts" / "test").read_text()
     assert "-c tests/constraints-min.txt" in script and ".venv-min/bin/python -m pytest" in script
     for test in re.findall(r"tests/test_\w+\.py", script):
-        assert (ROOT / test).exists(), test
+        assert (REPO / test).exists(), test

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,15 +22,12 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from otel_toolscore import read_otlp_json
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import CONVENTIONS, classify, read_span
+from tests.support import paths
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 FILES = (
-    sorted((SHARED / "fixtures" / "traces").glob("*/*.json"))
-    + sorted((ROOT / "tests" / "conformance" / "captures").glob("*/*.json"))
-    + sorted((SHARED / "realworld" / "tau_airline").glob("*.json"))
+    paths.traces(paths.FIXTURES) + paths.traces(paths.CAPTURES) + paths.traces(paths.REALWORLD, "tau_airline/*.json")
 )
-TRACE_FILES = [f for f in FILES if f.name not in ("labels.json", "stacks.json", "pending.json")]
+TRACE_FILES = [f for f in FILES if f.name not in ("labels.json", "stacks.json")]
 
 
 def _expected(span: ReadableSpan) -> str | None:

@@ -5,7 +5,6 @@ off; nothing raises."""
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,10 +20,6 @@ except ImportError:  # pragma: no cover - tests/constraints-min.txt
     from opentelemetry.sdk._logs import LogData as ReadableLogRecord  # type: ignore[assignment]
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
-try:  # renamed in SDK 1.38
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
-except ImportError:  # pragma: no cover - tests/constraints-min.txt
-    from opentelemetry.sdk._logs.export import InMemoryLogExporter as InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -42,6 +37,8 @@ from otel_toolscore.outputs.otel import SCORE_BUCKETS, Emitter, truncate
 from otel_toolscore.scorers import ToolCallValidation
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.trajectory import ToolCall, Trajectory
+
+from tests.support.pipeline import InMemoryLogExporter as InMemoryLogRecordExporter
 
 AGENT = "weather-agent"
 TOOL_SPAN_1 = "00000000000000a1"
@@ -79,11 +76,8 @@ SKIPPED = Score.skipped("tool_call_accuracy", "No expected tool for this run.")
 ERROR = Score.failed("tool_result_verification", RuntimeError("boom"))
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.upper().startswith("OTEL_TOOLSCORE_"):
-            monkeypatch.delenv(name)
+#: no OTEL_* variable of the machine running the tests leaks in
+pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
 
 @pytest.fixture

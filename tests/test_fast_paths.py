@@ -35,11 +35,10 @@ from otel_toolscore.conventions.genai import _convert_messages
 from otel_toolscore.scorers import _facts
 from otel_toolscore.scorers.base import Score, Scorer
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "fixtures" / "traces"
-CAPTURES = ROOT / "tests" / "conformance" / "captures"
-FIXTURES = sorted(SHARED.glob("*/*.json")) + sorted(CAPTURES.glob("*/*.json"))
-TRACE_FILES = [f for f in FIXTURES if f.name not in ("labels.json", "stacks.json", "pending.json")]
+from tests.support import paths
+
+FIXTURES = paths.traces(paths.FIXTURES) + paths.traces(paths.CAPTURES)
+TRACE_FILES = [f for f in FIXTURES if f.name not in ("labels.json", "stacks.json")]
 
 
 def _facts_of(facts: list[Any]) -> list[dict[str, Any]]:
@@ -49,7 +48,7 @@ def _facts_of(facts: list[Any]) -> list[dict[str, Any]]:
 # --- ReadMemo and read_trace -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", TRACE_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", TRACE_FILES, ids=paths.trace_id)
 def test_read_trace_equals_reading_each_span_alone(path: Path) -> None:
     spans = read_otlp_json(path)
     assert _facts_of(read_trace(spans)) == _facts_of([read_span(s, i) for i, s in enumerate(spans)])
@@ -176,7 +175,7 @@ def test_extract_facts_skips_only_patterns_that_cannot_match(text: str) -> None:
     assert _facts.extract_facts.__wrapped__(text) == _every_pattern(text)
 
 
-@pytest.mark.parametrize("path", TRACE_FILES[::3], ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", TRACE_FILES[::3], ids=paths.trace_id)
 def test_extract_facts_on_fixture_texts(path: Path) -> None:
     for span in read_otlp_json(path):
         for value in (span.attributes or {}).values():

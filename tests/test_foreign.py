@@ -24,12 +24,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_toolscore import build_trajectories
-from otel_toolscore.ingest.otlp import OtlpDecodeError, load_otlp
+from otel_toolscore.ingest import OtlpDecodeError, load_otlp
 from otel_toolscore.scorers.base import build_scorers
 from otel_toolscore.scorers.run import run_scorers
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"
+from tests.support.paths import SAMPLE
+
 _JAEGER_KINDS = {SpanKind.SERVER: "server", SpanKind.CLIENT: "client", SpanKind.PRODUCER: "producer",
                  SpanKind.CONSUMER: "consumer", SpanKind.INTERNAL: "internal"}
 

@@ -51,22 +51,18 @@ from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.outputs.report import ScoredRun, json_lines, junit
 from otel_toolscore.scorers.base import build_scorers
 from otel_toolscore.scorers.run import run_scorers
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "fixtures" / "traces"
+from tests.support import paths
+from tests.support.spans import span
+
 #: one realistic run per stack (convention): the shapes hostile content is put into
-TEMPLATES = sorted(SHARED.glob("*/correct_single.json")) + sorted(SHARED.glob("*/tool_error.json"))[:1]
+TEMPLATES = (paths.traces(paths.FIXTURES, "*/correct_single.json")
+             + paths.traces(paths.FIXTURES, "*/tool_error.json")[:1])
 CODE_SCORERS = ["tool_call_validation", "tool_result_verification", "tool_call_accuracy"]
 APP_SCOPE = "hostile-app"
 MB10 = 10_000_000
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_otel_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("OTEL_EXPORTER_OTLP_", "OTEL_TOOLSCORE_", "OTEL_BSP_", "OTEL_ATTRIBUTE_")):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
 
 def _templates() -> list[list[ReadableSpan]]:
@@ -313,24 +309,20 @@ def _parsed(template: list[ReadableSpan], i: int, key: str) -> bool:
 
 def _weather_run(result: str, arguments: str = '{"city": "Oslo"}', answer: str = "It is 5°C in Oslo.",
                  trace: int = 0xAB) -> list[ReadableSpan]:
-    def span(sid: int, name: str, parent: int | None, attrs: dict[str, Any], start: int) -> ReadableSpan:
-        return ReadableSpan(name=name, context=SpanContext(trace, sid, False),
-                            parent=SpanContext(trace, parent, False) if parent else None, attributes=attrs,
-                            start_time=start, end_time=start + 1)
-
     call = {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather",
                                             "arguments": {"city": "Oslo"}}]}
     return [
-        span(1, "invoke_agent bot", None, {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bot"}, 0),
+        span(1, "invoke_agent bot", None, {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bot"}, 0,
+             trace=trace),
         span(2, "chat m", 1, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(
             [{"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}]),
-            "gen_ai.output.messages": json.dumps([call])}, 1),
+            "gen_ai.output.messages": json.dumps([call])}, 1, trace=trace),
         span(3, "execute_tool get_weather", 1, {"gen_ai.operation.name": "execute_tool",
                                                 "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.id": "c1",
                                                 "gen_ai.tool.call.arguments": arguments,
-                                                "gen_ai.tool.call.result": result}, 2),
+                                                "gen_ai.tool.call.result": result}, 2, trace=trace),
         span(4, "chat m", 1, {"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(
-            [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}])}, 3),
+            [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}])}, 3, trace=trace),
     ]
 
 
@@ -776,7 +768,7 @@ def _cli_run_doc(result: str = '{"temp": "5°C"}', arguments: str = '{"city": "O
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    exe = ROOT / ".venv" / "bin" / "otel-toolscore"
+    exe = paths.REPO / ".venv" / "bin" / "otel-toolscore"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "otel_toolscore.cli"]
     return subprocess.run([*cmd, "score", *args], capture_output=True, timeout=timeout, check=False,
                           env={**os.environ, "COLUMNS": "120"})

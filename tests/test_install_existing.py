@@ -10,10 +10,9 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 PRELUDE = textwrap.dedent("""
     import json, logging, sys
@@ -57,7 +56,7 @@ PRELUDE = textwrap.dedent("""
 def _run(body: str) -> tuple[subprocess.CompletedProcess[str], Any]:
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
     proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env=env)
+                          timeout=120, cwd=REPO, env=env)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     return proc, json.loads(lines[-1]) if lines else None
 

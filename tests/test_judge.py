@@ -11,18 +11,6 @@ import time
 from typing import Any
 
 import pytest
-from judge_server import (  # noqa: F401 - judge_server_fixture provides the judge_server fixture
-    JudgeServer,
-    auto_responder,
-    hang,
-    judge_server_fixture,
-    ok,
-    reset,
-    status,
-    truncated_body,
-    truncated_content,
-)
-from trajectory_factory import make_trajectory
 
 from otel_toolscore.scorers import get_scorer
 from otel_toolscore.scorers.judge import (
@@ -38,6 +26,18 @@ from otel_toolscore.scorers.judge import (
 )
 from otel_toolscore.scorers.context_position import ContextAnswer
 from otel_toolscore.scorers.redaction import ContentBudget
+
+from tests.support.judge_server import (
+    JudgeServer,
+    auto_responder,
+    hang,
+    ok,
+    reset,
+    status,
+    truncated_body,
+    truncated_content,
+)
+from tests.support.trajectory_factory import make_trajectory
 
 MODEL = "openai/judge-test"
 PRICED = "openai/gpt-4o-mini"  # litellm knows its price and that it supports JSON schema

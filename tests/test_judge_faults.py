@@ -3,7 +3,7 @@ evaluation (value None, ``error.type`` set, never a 0), nothing raised, in bound
 the concurrency, rate and cost limits held; and the app never waits for a judge that is down.
 
 Everything goes through the real LLM scorers and real litellm over real HTTP to
-``tests/judge_server.py`` (or to a port that is closed, or that accepts and never reads). Time
+``tests/support/judge_server.py`` (or to a port that is closed, or that accepts and never reads). Time
 bounds here are hang detection only (generous multiples of the configured timeouts); speed is
 measured in ``benchmarks/judge_down.py``.
 """
@@ -20,11 +20,18 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_server import (  # noqa: F401 - judge_server_fixture provides the judge_server fixture
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+from otel_toolscore import semconv
+from otel_toolscore.scorers import get_scorer
+from otel_toolscore.scorers.base import Score
+from otel_toolscore.scorers.judge import LLMScorer, _import_litellm, run_sync
+from otel_toolscore.trajectory import ToolDefinition, Trajectory
+
+from tests.support.judge_server import (
     BlackHole,
     JudgeServer,
     Reply,
@@ -34,7 +41,6 @@ from judge_server import (  # noqa: F401 - judge_server_fixture provides the jud
     fault_storm,
     hang,
     html_page,
-    judge_server_fixture,
     ok,
     raw,
     reset,
@@ -45,28 +51,11 @@ from judge_server import (  # noqa: F401 - judge_server_fixture provides the jud
     status,
     truncated_body,
 )
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from trajectory_factory import make_trajectory
-
-from otel_toolscore import semconv
-from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
-from otel_toolscore.scorers import get_scorer
-from otel_toolscore.scorers.base import Score
-from otel_toolscore.scorers.judge import LLMScorer, _import_litellm, run_sync
-from otel_toolscore.trajectory import ToolDefinition, Trajectory
-
-try:  # renamed in recent SDK releases
-    from opentelemetry.sdk._logs.export import (
-        InMemoryLogRecordExporter as InMemoryLogExporter,
-    )
-except ImportError:  # pragma: no cover
-    from opentelemetry.sdk._logs.export import InMemoryLogExporter  # type: ignore[attr-defined,no-redef]
+from tests.support.paths import REPO
+from tests.support.pipeline import Pipeline
+from tests.support.spans import weather_run
+from tests.support import timing
+from tests.support.trajectory_factory import make_trajectory
 
 MODEL = "openai/judge-test"
 PRICED = "openai/gpt-4o-mini"  # litellm knows its price
@@ -125,11 +114,8 @@ def assert_error(score: Score, error: str) -> None:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
+    if not timing.wait_for(condition, timeout):
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 # --- every fault, every LLM scorer: bounded attempts, then the right error type ------------------
@@ -237,7 +223,7 @@ def test_the_first_judge_call_does_no_slow_imports_inside_its_deadline(judge_ser
         "import json, sys\n"
         "from otel_toolscore.scorers import get_scorer\n"
         "from otel_toolscore.scorers.judge import run_sync\n"
-        "from trajectory_factory import make_trajectory\n"
+        "from tests.support.trajectory_factory import make_trajectory\n"
         f"s = get_scorer('context_position', model={MODEL!r}, api_base={judge_server.url!r}, api_key='k',\n"
         "               context=['a', 'b'], timeout_s=30, structured_output='json_object')\n"
         "seen = {}\n"
@@ -250,7 +236,7 @@ def test_the_first_judge_call_does_no_slow_imports_inside_its_deadline(judge_ser
         "late = sorted(m for m in set(sys.modules) - seen['before'] if m.startswith('openai.resources'))\n"
         "print(json.dumps({'value': score.value, 'error': score.error, 'late': late}))\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=180, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -424,22 +410,13 @@ def test_the_rate_limit_paces_retries_during_a_429_storm(judge_server: JudgeServ
 # --- the app while the judge is down --------------------------------------------------------------
 
 
-class App:
+class App(Pipeline):
     """A real SDK TracerProvider with ToolScoreSpanProcessor (a code scorer and the three LLM
     scorers pointed at ``url``) and in-memory span, log and metric sinks."""
 
     def __init__(self, url: str, *, shutdown_timeout: float = 0.5, **judge: Any) -> None:
-        self.spans = InMemorySpanExporter()
-        self.logs = InMemoryLogExporter()
-        self.metrics = InMemoryMetricReader()
-        logger_provider = LoggerProvider()
-        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
         self.llm = [scorer(name, url, **judge) for name in SCORERS]
-        self.processor = ToolScoreSpanProcessor(
-            SimpleSpanProcessor(self.spans), ["tool_call_validation", *self.llm],
-            meter_provider=MeterProvider(metric_readers=[self.metrics]), logger_provider=logger_provider,
-            shutdown_timeout=shutdown_timeout,
-        )
+        super().__init__(["tool_call_validation", *self.llm], shutdown_timeout=shutdown_timeout)
         self.provider = TracerProvider()
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("app")
@@ -452,35 +429,10 @@ class App:
             self.provider.shutdown()
 
     def agent_run(self) -> None:
-        i = next(self._runs)
-        with self.tracer.start_as_current_span("invoke_agent weather-bot", attributes={
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather-bot",
-        }):
-            with self.tracer.start_as_current_span("chat m", attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.input.messages": json.dumps(
-                    [{"role": "user", "parts": [{"type": "text", "content": f"Weather in Oslo? (#{i})"}]}]),
-                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                    {"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}]}]),
-                "gen_ai.tool.definitions": json.dumps([{"type": "function", "name": "get_weather", "parameters": {
-                    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]),
-            }):
-                pass
-            with self.tracer.start_as_current_span("execute_tool get_weather", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                "gen_ai.tool.call.id": "c1", "gen_ai.tool.call.arguments": '{"city": "Oslo"}',
-                "gen_ai.tool.call.result": '{"temp": "5°C"}',
-            }):
-                pass
-            with self.tracer.start_as_current_span("chat m", attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.output.messages": json.dumps(
-                    [{"role": "assistant", "parts": [{"type": "text", "content": "It is 5°C in Oslo."}]}]),
-            }):
-                pass
+        weather_run(self.tracer, question=f"Weather in Oslo? (#{next(self._runs)})")
 
     def agent_spans(self) -> list[ReadableSpan]:
-        return [s for s in self.spans.get_finished_spans() if s.name == "invoke_agent weather-bot"]
+        return [s for s in self.exported() if s.name == "invoke_agent weather-bot"]
 
     def code_scored(self) -> int:
         return sum(1 for s in self.agent_spans() if "toolscore.tool_call_validation.label" in (s.attributes or {}))
@@ -491,15 +443,8 @@ class App:
                 if (r.log_record.attributes or {}).get(semconv.GEN_AI_EVALUATION_NAME) in names]
 
     def llm_score_points(self) -> list[Any]:
-        data = self.metrics.get_metrics_data()
-        points = []
-        for rm in data.resource_metrics if data else []:
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    if m.name == semconv.METRIC_EVALUATION_SCORE:
-                        points.extend(p for p in m.data.data_points
-                                      if p.attributes.get(semconv.GEN_AI_EVALUATION_NAME) in SCORERS)
-        return points
+        return [p for p in self.metric_points(semconv.METRIC_EVALUATION_SCORE)
+                if p.attributes.get(semconv.GEN_AI_EVALUATION_NAME) in SCORERS]
 
 
 N_RUNS = 5

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_server import JudgeServer, auto_responder, judge_server_fixture, ok  # noqa: F401 - the fixture
-from trajectory_factory import make_trajectory
 
 from otel_toolscore.scorers import get_scorer
 from otel_toolscore.scorers.judge import LLMScorer
 from otel_toolscore.trajectory import Document, Retrieval, ToolDefinition, Trajectory
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"
+from tests.support.judge_server import JudgeServer, auto_responder, ok
+from tests.support.paths import SAMPLE
+from tests.support.trajectory_factory import make_trajectory
+
 MODEL = "openai/judge-test"
 
 

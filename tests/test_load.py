@@ -2,7 +2,7 @@
 can score, with a judge that answers slowly. The processor must shed scoring, never spans, and
 count what it sheds. CI-sized version of ``benchmarks/load.py`` (same generator, same pipeline:
 real SDK TracerProvider, ``ToolScoreSpanProcessor(BatchSpanProcessor(exporter))``, real litellm
-over real HTTP to ``tests/judge_server.py`` in a child process). Invariants only, no timings:
+over real HTTP to ``tests/support/judge_server.py`` in a child process). Invariants only, no timings:
 
 * every span the app created is exported exactly once (app span ids are numbered; the exporter
   marks each in a bitmap, so a lost or repeated span is found exactly), and one evaluation span
@@ -17,19 +17,13 @@ over real HTTP to ``tests/judge_server.py`` in a child process). Invariants only
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # benchmarks/ is not installed; it lives beside tests/
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.load import (  # noqa: E402
+from benchmarks.load import (
     CODE_SCORERS,
     LLM_SCORER,
     OUTCOMES,
@@ -42,7 +36,7 @@ from benchmarks.load import (  # noqa: E402
     evicted,
     run_load,
 )
-from benchmarks.workload import _emit, genai_run  # noqa: E402
+from benchmarks.workload import _emit, genai_run
 
 ALL_SCORERS = (*CODE_SCORERS, LLM_SCORER)
 

@@ -4,7 +4,6 @@ YAML starts all three, and ``score`` applies the rules production applies."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -15,27 +14,22 @@ from pathlib import Path
 import pytest
 
 from otel_toolscore.config import load_settings
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "examples" / "traces" / "sample.jsonl"
+from tests.support.env import without_otel
+from tests.support.paths import REPO, SAMPLE
 
 
 def readme_yaml() -> str:
     """The settings block of the README (the one that shows hold_timeout and rules)."""
-    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
     (block,) = [b for b in blocks if "hold_timeout" in b and "rules:" in b]
     return block
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    return {**env, **extra}
-
-
 def score(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "otel_toolscore.cli", "score", *args], capture_output=True,
-                          text=True, timeout=120, check=False, env=env or clean_env())
+                          text=True, timeout=120, check=False, env=env or without_otel())
 
 
 def accuracy(proc: subprocess.CompletedProcess) -> list[float | None]:
@@ -58,7 +52,7 @@ def test_the_readme_yaml_serves_the_app_the_sidecar_and_the_cli(tmp_path: Path) 
     proc = subprocess.Popen(
         [sys.executable, "-m", "otel_toolscore.cli", "serve", "--config", str(path), "--upstream",
          "http://127.0.0.1:9", "--grpc-port", "0", "--http-port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=without_otel())
     try:
         deadline = time.monotonic() + 60
         line = ""
@@ -87,9 +81,9 @@ def test_score_applies_rules_from_the_file_the_config_variable_and_the_rules_var
     without = accuracy(score(str(SAMPLE), "--format", "json"))
     assert without == [None] * 5  # no expectation: skipped
     by_flag = accuracy(score(str(SAMPLE), "--format", "json", "--config", str(path)))
-    by_variable = accuracy(score(str(SAMPLE), "--format", "json", env=clean_env(OTEL_TOOLSCORE_CONFIG=str(path))))
+    by_variable = accuracy(score(str(SAMPLE), "--format", "json", env=without_otel(OTEL_TOOLSCORE_CONFIG=str(path))))
     rules_env = json.dumps([{"agent": "tool-.*", "expected_tool": "get_weather"}])
-    by_rules = accuracy(score(str(SAMPLE), "--format", "json", env=clean_env(OTEL_TOOLSCORE_RULES=rules_env)))
+    by_rules = accuracy(score(str(SAMPLE), "--format", "json", env=without_otel(OTEL_TOOLSCORE_RULES=rules_env)))
     assert by_flag == by_variable == by_rules
     assert sorted(by_flag) == [0.0, 0.0, 0.0, 1.0, 1.0]  # two runs called get_weather
     # an option given on the command line wins over the file's rule

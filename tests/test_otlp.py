@@ -1,4 +1,4 @@
-"""otel_toolscore.ingest.otlp: OTLP JSON / JSON lines / protobuf → ReadableSpan, and lenience on garbage."""
+"""otel_toolscore.ingest: OTLP JSON / JSON lines / protobuf → ReadableSpan, and lenience on garbage."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_toolscore import semconv
-from otel_toolscore.ingest.otlp import (
+from otel_toolscore.ingest import (
     MAX_PROBLEMS,
     OtlpBatch,
     OtlpDecodeError,
@@ -40,8 +40,9 @@ from otel_toolscore.ingest.otlp import (
     spans_from_otlp_dict,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "traces"
-FIXTURE_FILES = sorted(p for p in FIXTURES.glob("*/*.json")) if FIXTURES.is_dir() else []
+from tests.support.paths import FIXTURES, traces
+
+FIXTURE_FILES = traces(FIXTURES)
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 SPAN_HEX = "eee19b7ec3c1b174"
@@ -847,7 +848,7 @@ def test_double_value_beyond_double_range_is_skipped() -> None:
 def test_protobuf_strings_that_are_not_utf8_are_repaired_not_fatal() -> None:
     """protobuf's parser refuses a whole request for one non-UTF-8 string (the Collector does not):
     the request is re-read with the bad strings as U+FFFD, and the repair is a problem."""
-    from otel_toolscore.ingest.otlp import load_otlp, parse_export_request
+    from otel_toolscore.ingest import load_otlp, parse_export_request
 
     request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[
         Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="NAME@@", attributes=[

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 
 def test_the_wheel_from_a_clean_venv_outside_the_repository() -> None:
     """scripts/test-wheel: build, core install (footprint, extras named), then demo, score and
     serve --help with the cli and serve extras, all in temporary venvs."""
-    proc = subprocess.run([str(ROOT / "scripts" / "test-wheel")], capture_output=True, text=True, timeout=900,
+    proc = subprocess.run([str(REPO / "scripts" / "test-wheel")], capture_output=True, text=True, timeout=900,
                           check=False, env={"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()),
                                             "PYTHON": sys.executable})
     out = proc.stdout + proc.stderr
@@ -65,8 +65,8 @@ def test_the_readme_tells_users_what_they_can_install_and_use() -> None:
     except ModuleNotFoundError:  # Python 3.10: the test extra installs tomli
         import tomli as tomllib
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     table = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
     for extra in extras:
         if extra != "phoenix":  # its own venv, described with the backends

@@ -7,31 +7,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_server import JudgeServer, judge_server_fixture, ok  # noqa: F401 - the fixture
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
-
-try:  # renamed in recent SDK releases
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter as InMemoryLogExporter
-except ImportError:  # pragma: no cover
-    from opentelemetry.sdk._logs.export import InMemoryLogExporter
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.judge_server import JudgeServer, always, ok, raw
+from tests.support.paths import SAMPLE
+from tests.support.pipeline import Pipeline
 
 API_KEY = "sk-proj-Zx8YwV7uT6sR5qP4oN3mL2kJ"
 EMAIL = "alice.private@example.com"
@@ -55,22 +41,8 @@ TOOL_SCHEMA = {
 }
 
 
-class Sinks:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.logs = InMemoryLogExporter()
-        self.metrics = InMemoryMetricReader()
-        self.logger_provider = LoggerProvider()
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
-        self.meter_provider = MeterProvider(metric_readers=[self.metrics])
-
-    def processor(self, **settings: Any) -> ToolScoreSpanProcessor:
-        return ToolScoreSpanProcessor(
-            SimpleSpanProcessor(self.spans),
-            meter_provider=self.meter_provider,
-            logger_provider=self.logger_provider,
-            **settings,
-        )
+class Sinks(Pipeline):
+    """The processor's in-memory sinks, and what otel-toolscore itself put in them."""
 
     def toolscore_output(self) -> list[str]:
         """Every string otel-toolscore itself put on the way out: ``toolscore.*`` attributes
@@ -147,13 +119,13 @@ ECHOING_JUDGE = {
 @pytest.mark.parametrize("redact", [True, False], ids=["redacted", "redaction-off"])
 def test_secrets_never_leave_in_explanations_or_judge_requests(judge_server: JudgeServer, redact: bool) -> None:
     judge_server.script(ok(ECHOING_JUDGE))
-    sinks = Sinks()
-    processor = sinks.processor(
+    sinks = Sinks(
         scorers=["tool_call_validation", "tool_result_verification", "tool_call_appropriateness"],
         scorer_options=judge_options(judge_server),
         redact_explanations=redact,
         explanation_max_chars=4096,
     )
+    processor = sinks.processor
     provider = TracerProvider()
     provider.add_span_processor(processor)
     run_with_secrets(provider)
@@ -190,12 +162,12 @@ def test_secrets_never_leave_in_explanations_or_judge_requests(judge_server: Jud
 
 def test_explanations_off_sends_scores_and_labels_only(judge_server: JudgeServer) -> None:
     judge_server.script(ok(ECHOING_JUDGE))
-    sinks = Sinks()
-    processor = sinks.processor(
+    sinks = Sinks(
         scorers=["tool_call_validation", "tool_call_appropriateness"],
         scorer_options=judge_options(judge_server),
         explanations=False,
     )
+    processor = sinks.processor
     provider = TracerProvider()
     provider.add_span_processor(processor)
     run_with_secrets(provider)
@@ -207,44 +179,27 @@ def test_explanations_off_sends_scores_and_labels_only(judge_server: JudgeServer
     assert not [line for line in out if "explanation" in line.split("=", 1)[0]]
 
 
-class _RefusingProvider(BaseHTTPRequestHandler):
-    """A provider that refuses the key the way OpenAI does: 401, with the key in the message."""
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        body = json.dumps({"error": {"message": f"Incorrect API key provided: {API_KEY}. You can find your key at"
-                                                " https://platform.example/account/api-keys.",
-                                     "type": "invalid_request_error", "code": "invalid_api_key"}}).encode()
-        self.send_response(401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+#: a provider refusing the key the way OpenAI does: 401, with the key in the message
+REFUSED = raw(json.dumps({"error": {"message": f"Incorrect API key provided: {API_KEY}. You can find your key at"
+                                               " https://platform.example/account/api-keys.",
+                                    "type": "invalid_request_error", "code": "invalid_api_key"}}), code=401)
 
 
-def test_a_judge_error_quoting_the_api_key_is_redacted() -> None:
+def test_a_judge_error_quoting_the_api_key_is_redacted(judge_server: JudgeServer) -> None:
     """litellm puts the provider's error text, wrong key included, in its exception; that text
     becomes the error evaluation's explanation."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _RefusingProvider)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    sinks = Sinks()
+    judge_server.responder = always(lambda: REFUSED)
     options = {"tool_call_appropriateness": {
-        "model": "openai/judge-test", "api_base": f"http://127.0.0.1:{server.server_address[1]}/v1",
+        "model": "openai/judge-test", "api_base": judge_server.url,
         "api_key": API_KEY, "backoff_base_s": 0.01, "max_retries": 0,
     }}
-    processor = sinks.processor(scorers=["tool_call_appropriateness"], scorer_options=options,
-                                explanation_max_chars=4096)
+    sinks = Sinks(scorers=["tool_call_appropriateness"], scorer_options=options, explanation_max_chars=4096)
+    processor = sinks.processor
     provider = TracerProvider()
     provider.add_span_processor(processor)
-    try:
-        run_with_secrets(provider)
-        assert processor.force_flush(10_000)
-        provider.shutdown()
-    finally:
-        server.shutdown()
+    run_with_secrets(provider)
+    assert processor.force_flush(10_000)
+    provider.shutdown()
     records = [r.log_record.attributes for r in sinks.logs.get_finished_logs()
                if r.log_record.attributes.get("gen_ai.evaluation.name") == "tool_call_appropriateness"]
     assert len(records) == 1 and records[0].get("error.type")
@@ -272,7 +227,7 @@ def test_code_scorers_open_no_connection(tmp_path: Path) -> None:
         from otel_toolscore import ToolScoreSpanProcessor, replay_file
         exporter = InMemorySpanExporter()
         processor = ToolScoreSpanProcessor(SimpleSpanProcessor(exporter))
-        replay_file({str(ROOT / "examples" / "traces" / "sample.jsonl")!r}, processor)
+        replay_file({str(SAMPLE)!r}, processor)
         processor.shutdown()
         scored = [s for s in exporter.get_finished_spans()
                   if any(k.startswith("toolscore.") for k in (s.attributes or {{}}))]

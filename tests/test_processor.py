@@ -16,11 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext
 
 from otel_toolscore import read_otlp_json
@@ -28,55 +24,14 @@ from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.replay import replay
 from otel_toolscore.scorers.base import Score, Scorer
 
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from tests.support import paths
+from tests.support.pipeline import Pipeline, id_counts
+from tests.support.spans import weather_run
 
-try:  # renamed in recent SDK releases
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter as InMemoryLogExporter
-except ImportError:  # pragma: no cover
-    from opentelemetry.sdk._logs.export import InMemoryLogExporter
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "fixtures" / "traces"
-CAPTURES = ROOT / "tests" / "conformance" / "captures"
-FIXTURES = sorted(SHARED.glob("*/*.json")) + sorted(f for f in CAPTURES.glob("*/*.json") if f.name != "pending.json")
+FIXTURES = paths.traces(paths.FIXTURES) + paths.traces(paths.CAPTURES)
 
 
-class Pipeline:
-    """A processor wired to in-memory span, log and metric sinks."""
-
-    def __init__(self, scorers: Any = None, downstream: SpanProcessor | None = None, **settings_: Any) -> None:
-        self.spans = InMemorySpanExporter()
-        self.logs = InMemoryLogExporter()
-        self.metrics = InMemoryMetricReader()
-        self.logger_provider = LoggerProvider()
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
-        self.meter_provider = MeterProvider(metric_readers=[self.metrics])
-        self.downstream = downstream or SimpleSpanProcessor(self.spans)
-        self.processor = ToolScoreSpanProcessor(
-            self.downstream, scorers, meter_provider=self.meter_provider, logger_provider=self.logger_provider,
-            **settings_,
-        )
-
-    def exported(self) -> list[ReadableSpan]:
-        return list(self.spans.get_finished_spans())
-
-    def metric_points(self, name: str) -> list[Any]:
-        data = self.metrics.get_metrics_data()
-        out = []
-        for rm in data.resource_metrics if data else []:
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    if m.name == name:
-                        out.extend(m.data.data_points)
-        return out
-
-
-def _ids(spans: list[ReadableSpan]) -> Counter:
-    return Counter((s.context.trace_id, s.context.span_id) for s in spans)
-
-
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", FIXTURES, ids=paths.trace_id)
 def test_every_fixture_replayed_through_the_processor(path: Path) -> None:
     spans = read_otlp_json(path)
     p = Pipeline()
@@ -86,7 +41,7 @@ def test_every_fixture_replayed_through_the_processor(path: Path) -> None:
     app_out = [s for s in out if s.instrumentation_scope is None or s.instrumentation_scope.name != "otel_toolscore"]
     evaluations = [s for s in out if s not in app_out]
     # every span exactly once
-    assert _ids(app_out) == _ids(spans)
+    assert id_counts(app_out) == id_counts(spans)
     # the run span carries the scores
     scored = [s for s in app_out if any(k.startswith("toolscore.") and k.endswith(".label") for k in s.attributes)]
     assert len(scored) >= 1, "no span carries toolscore.* attributes"
@@ -113,41 +68,12 @@ def test_every_fixture_replayed_through_the_processor(path: Path) -> None:
     p.processor.shutdown()
 
 
-def _agent_run(tracer: Any, name: str = "weather-bot", expected: str | None = None, late_child: bool = False) -> int:
-    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
-    if expected:
-        attrs["toolscore.expected_tool"] = expected
-    with tracer.start_as_current_span(f"invoke_agent {name}", attributes=attrs) as agent:
-        with tracer.start_as_current_span("chat m", attributes={
-            "gen_ai.operation.name": "chat",
-            "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Oslo?"}]}]),
-            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                {"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}]}]),
-            "gen_ai.tool.definitions": json.dumps([{"type": "function", "name": "get_weather", "parameters": {
-                "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]),
-        }):
-            pass
-        with tracer.start_as_current_span("execute_tool get_weather", attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.id": "c1",
-            "gen_ai.tool.call.arguments": '{"city": "Oslo"}', "gen_ai.tool.call.result": '{"temp": "5°C"}',
-        }):
-            pass
-        with tracer.start_as_current_span("chat m", attributes={
-            "gen_ai.operation.name": "chat",
-            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                {"type": "text", "content": "It is 5°C in Oslo."}]}]),
-        }):
-            pass
-        trace_id = agent.get_span_context().trace_id
-    return trace_id
-
-
 def test_live_sdk_scores_ride_on_the_agent_span() -> None:
     p = Pipeline()
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
-    _agent_run(tracer, expected="get_weather")
+    weather_run(tracer, expected="get_weather")
     assert p.processor.force_flush(5_000)
     agent = next(s for s in p.exported() if s.name == "invoke_agent weather-bot")
     assert agent.attributes["toolscore.tool_call_accuracy.score"] == 1.0
@@ -168,7 +94,7 @@ def test_rules_file_gives_expectations(tmp_path: Path) -> None:
     p = Pipeline(config_file=str(cfg))
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
-    _agent_run(provider.get_tracer("app"))
+    weather_run(provider.get_tracer("app"))
     assert p.processor.force_flush(5_000)
     agent = next(s for s in p.exported() if s.name.startswith("invoke_agent"))
     assert agent.attributes["toolscore.tool_call_accuracy.score"] == 0.0
@@ -200,7 +126,7 @@ def test_a_raising_scorer_is_an_error_score_and_nothing_is_lost() -> None:
     p = Pipeline(scorers=[Raising()])
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
-    _agent_run(provider.get_tracer("app"))
+    weather_run(provider.get_tracer("app"))
     assert p.processor.force_flush(5_000)
     agent = next(s for s in p.exported() if s.name.startswith("invoke_agent"))
     assert agent.attributes["toolscore.raising.label"] == "error"
@@ -213,7 +139,7 @@ def test_a_hanging_scorer_cannot_hold_the_span_past_hold_timeout() -> None:
     p = Pipeline(scorers=[hanging], hold_timeout=0.3, completion_grace=0.05)
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
-    _agent_run(provider.get_tracer("app"))
+    weather_run(provider.get_tracer("app"))
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not any(s.name.startswith("invoke_agent") for s in p.exported()):
         time.sleep(0.02)
@@ -232,7 +158,7 @@ def test_late_children_wait_for_completion_grace() -> None:
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("request"):
-        _agent_run(tracer)
+        weather_run(tracer)
         # the request root stays open: the run is scored after the grace period, not at root end
         t0 = time.monotonic()
         while time.monotonic() - t0 < 5 and not any(s.name.startswith("invoke_agent") for s in p.exported()):
@@ -276,7 +202,7 @@ def test_full_queue_drops_the_scoring_not_the_spans() -> None:
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
     for _ in range(4):
-        _agent_run(tracer)
+        weather_run(tracer)
     time.sleep(0.2)
     assert p.processor.stats["dropped_queue_full"] >= 1
     hanging.release.set()
@@ -305,7 +231,7 @@ def test_drops_are_counted_off_the_app_thread_and_exactly(monkeypatch: pytest.Mo
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
     for _ in range(6):
-        _agent_run(tracer)
+        weather_run(tracer)
     dropped = p.processor.stats["dropped_queue_full"]
     assert dropped >= 3
     assert threading.current_thread().name not in adders  # nothing counted on the app thread
@@ -325,7 +251,7 @@ def test_shutdown_mid_flight_forwards_everything_held() -> None:
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
     for _ in range(3):
-        _agent_run(tracer)
+        weather_run(tracer)
     t0 = time.monotonic()
     p.processor.shutdown()
     assert time.monotonic() - t0 < 10
@@ -355,7 +281,7 @@ def test_a_raising_downstream_does_not_kill_the_worker() -> None:
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
     for _ in range(2):
-        _agent_run(tracer)  # a downstream failure never reaches the app
+        weather_run(tracer)  # a downstream failure never reaches the app
     assert p.processor.force_flush(5_000) is True
     assert p.processor._worker.is_alive()
     agents = [s for s in down.seen if s.name.startswith("invoke_agent")]
@@ -371,13 +297,13 @@ def test_works_after_fork() -> None:
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
-    _agent_run(tracer)
+    weather_run(tracer)
     pid = os.fork()
     if pid == 0:  # child: a fresh worker must score its own runs
         code = 1
         try:
             p.spans.clear()
-            _agent_run(tracer)
+            weather_run(tracer)
             ok = p.processor.force_flush(5_000)
             agent = [s for s in p.spans.get_finished_spans() if s.name.startswith("invoke_agent")]
             code = 0 if ok and len(agent) == 1 and "toolscore.tool_call_validation.label" in agent[0].attributes else 3
@@ -512,7 +438,7 @@ def test_no_span_lost_duplicated_or_held_too_long(forest: list[ReadableSpan], mo
     p.processor.shutdown()
     exported = [(s, t) for s, t in timed.seen
                 if s.instrumentation_scope is None or s.instrumentation_scope.name != "otel_toolscore"]
-    assert _ids([s for s, _ in exported]) == _ids(forest)
+    assert id_counts([s for s, _ in exported]) == id_counts(forest)
     # none held past hold_timeout (plus scheduling slack for a loaded 2-core CI machine)
     delays = [t - ended_at[(s.context.trace_id, s.context.span_id)] for s, t in exported]
     assert max(delays) <= hold_timeout + 1.0, max(delays)
@@ -604,7 +530,7 @@ def test_every_run_of_a_trace_is_scored_once(traces: tuple[list[ReadableSpan], s
     p.processor.shutdown()
     out = [s for s, _ in timed.seen]
     app = [s for s in out if s.instrumentation_scope is None or s.instrumentation_scope.name != "otel_toolscore"]
-    assert _ids(app) == _ids(forest)
+    assert id_counts(app) == id_counts(forest)
     evaluated = Counter(s.parent.span_id for s in out if s not in app)
     assert max(evaluated.values(), default=0) <= 1, "a run was scored twice"
     assert expected <= set(evaluated), f"runs not scored: {expected - set(evaluated)}"
@@ -622,7 +548,7 @@ class TimedDownstream(SpanProcessor):
             self.seen.append((span, time.monotonic()))
 
 
-@pytest.mark.parametrize("path", FIXTURES[::7], ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", FIXTURES[::7], ids=paths.trace_id)
 def test_quiet_mode_scores_spans_that_arrive_already_ended(path: Path) -> None:
     """The sidecar path: no on_start; complete = root arrived and decision_wait of quiet."""
     spans = read_otlp_json(path)
@@ -635,7 +561,7 @@ def test_quiet_mode_scores_spans_that_arrive_already_ended(path: Path) -> None:
     while time.monotonic() < deadline and len(p.exported()) <= len(spans):
         time.sleep(0.02)
     out = [s for s in p.exported() if s.instrumentation_scope is None or s.instrumentation_scope.name != "otel_toolscore"]
-    assert _ids(out) == _ids(spans)
+    assert id_counts(out) == id_counts(spans)
     assert any("toolscore.tool_call_validation.label" in s.attributes for s in out)
     assert len(p.exported()) > len(spans)  # the evaluation span came without a flush: quiet completion fired
     quiet.shutdown()
@@ -692,7 +618,7 @@ def test_llm_scores_arrive_after_the_agent_span_as_events_and_an_evaluation_span
     p = Pipeline(scorers=["tool_call_validation", judge])
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
-    _agent_run(provider.get_tracer("app"))
+    weather_run(provider.get_tracer("app"))
     t0 = time.monotonic()
     while time.monotonic() - t0 < 5 and not any(s.name.startswith("invoke_agent") for s in p.exported()):
         time.sleep(0.01)
@@ -713,7 +639,7 @@ def test_a_failing_judge_is_an_error_evaluation_never_a_zero() -> None:
     p = Pipeline(scorers=[AsyncJudge(fail=True)])
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
-    _agent_run(provider.get_tracer("app"))
+    weather_run(provider.get_tracer("app"))
     assert p.processor.force_flush(5_000)
     records = [r.log_record for r in p.logs.get_finished_logs()
                if r.log_record.attributes.get("gen_ai.evaluation.name") == "judge"]
@@ -731,7 +657,7 @@ def test_a_judge_that_never_answers_does_not_hang_shutdown_or_the_app() -> None:
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
     for _ in range(3):
-        _agent_run(tracer)
+        weather_run(tracer)
     assert p.processor.force_flush(500) is False  # judges still in flight
     assert Counter(s.name for s in p.exported())["invoke_agent weather-bot"] == 3
     t0 = time.monotonic()
@@ -746,7 +672,7 @@ def test_llm_inflight_bound_drops_and_counts() -> None:
     provider.add_span_processor(p.processor)
     tracer = provider.get_tracer("app")
     for _ in range(5):
-        _agent_run(tracer)
+        weather_run(tracer)
     p.processor.force_flush(300)
 
     def dropped() -> float:
@@ -780,7 +706,7 @@ def test_force_flush_is_true_over_a_downstream_whose_force_flush_returns_none() 
     p = Pipeline(downstream=plain)
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
-    _agent_run(provider.get_tracer("app"))
+    weather_run(provider.get_tracer("app"))
     assert p.processor.force_flush(5_000) is True
     # the run's four spans and its evaluation spans (one per score) all reached the downstream
     assert len([s for s in plain.spans if not s.name.startswith("evaluation")]) == 4

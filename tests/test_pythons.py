@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 
 def test_core_tests_pass_on_the_oldest_and_newest_python() -> None:
-    proc = subprocess.run([str(ROOT / "scripts" / "test-pythons")], capture_output=True, text=True, timeout=1800,
+    proc = subprocess.run([str(REPO / "scripts" / "test-pythons")], capture_output=True, text=True, timeout=1800,
                           check=False)
     out = proc.stdout + proc.stderr
     if proc.returncode == 2 and "no Python 3.10" in out:

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,8 @@ import pytest
 import otel_toolscore
 from otel_toolscore.scorers.redaction import DataBlocks, default_redactor, redact_shortened
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 N = 20_000  # characters of adversarial input per pattern and shape
 BOUND_S = 0.5  # a linear pattern scans 20 kB in well under 50 ms; a quadratic one takes seconds
 
@@ -141,7 +141,7 @@ def test_data_block_of_a_megabyte_hostile_result_costs_the_app_threads_under_50_
         t.join()
         print(max(gaps))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     worst = float(proc.stdout.split()[-1])
     assert worst < 0.05, f"an app thread waited {worst * 1000:.0f} ms"

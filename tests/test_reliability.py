@@ -37,18 +37,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers.base import Score, Scorer
 
-try:  # renamed in recent SDK releases
-    from opentelemetry.sdk._logs.export import (
-        InMemoryLogRecordExporter as InMemoryLogExporter,
-    )
-except ImportError:  # pragma: no cover
-    from opentelemetry.sdk._logs.export import InMemoryLogExporter
+from tests.support.env import without_otel
+from tests.support.paths import REPO
+from tests.support.pipeline import InMemoryLogExporter
+from tests.support.spans import weather_run
+from tests.support.timing import MARGIN_S, wait_for
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
 AGENT = "invoke_agent weather-bot"
-#: what the machine may add to a bound (2 loaded vCPUs); a hang is many times this
-MARGIN_S = 4.0
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
@@ -169,33 +164,9 @@ class App:
         self.tracer = self.provider.get_tracer("app")
 
     def run(self, name: str = "weather-bot", straggler: bool = False) -> Any:
-        """One agent run: the agent span around a chat, a tool call and a final chat; with
-        ``straggler``, plus a child left open (returned), so the run waits for its grace."""
-        left_open = None
-        with self.tracer.start_as_current_span(f"invoke_agent {name}", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}):
-            if straggler:
-                left_open = self.tracer.start_span("background task")
-            with self.tracer.start_as_current_span("chat m", attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Oslo?"}]}]),
-                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                    {"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}]}]),
-            }):
-                pass
-            with self.tracer.start_as_current_span("execute_tool get_weather", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                "gen_ai.tool.call.id": "c1", "gen_ai.tool.call.arguments": '{"city": "Oslo"}',
-                "gen_ai.tool.call.result": '{"temp": "5°C"}',
-            }):
-                pass
-            with self.tracer.start_as_current_span("chat m", attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                    {"type": "text", "content": "It is 5°C in Oslo."}]}]),
-            }):
-                pass
-        return left_open
+        """One agent run (``weather_run``, no tool definitions); with ``straggler``, a child left
+        open (returned), so the run waits for its grace."""
+        return weather_run(self.tracer, name, definitions=False, straggler=straggler)
 
     def events(self, scorer: str) -> list[Any]:
         return [r.log_record for r in self.logs.get_finished_logs()
@@ -204,15 +175,6 @@ class App:
 
 def scored(span: ReadableSpan) -> bool:
     return any(k.startswith("toolscore.") for k in span.attributes or {})
-
-
-def wait_for(condition: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def timed(fn: Any, *args: Any) -> float:
@@ -695,12 +657,11 @@ def test_fork_after_a_processor_was_collected_prints_no_error(capfd: pytest.Capt
 PRELUDE = textwrap.dedent(
     """
     import json, os, sys, threading, time
-    sys.path.insert(0, {tests!r})
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
     from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
     from otel_toolscore.scorers.base import Score, Scorer
-    from test_reliability import App
+    from tests.test_reliability import App
 
     def line(span):
         keys = sorted(k for k in span.attributes if k.startswith("toolscore."))
@@ -714,10 +675,10 @@ PRELUDE = textwrap.dedent(
 def run_script(tmp_path: Path, body: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], float, list[dict[str, Any]]]:
     """Run a script; (the process, seconds from its "exiting <monotonic>" line to its end, spans exported)."""
     out = tmp_path / "spans.jsonl"
-    script = PRELUDE.format(tests=str(TESTS), out=str(out)) + textwrap.dedent(body)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LITELLM_"))}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=ROOT, check=False)
+    script = PRELUDE.format(out=str(out)) + textwrap.dedent(body)
+    # cwd: the repository, so that the script imports ``tests``
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
+                          env=without_otel("LITELLM_"), cwd=REPO, check=False)
     ended = time.monotonic()  # CLOCK_MONOTONIC: the same clock in both processes
     marks = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("exiting ")]
     exit_s = ended - float(marks[-1]) if marks else float("nan")
@@ -802,7 +763,7 @@ def test_fork_while_the_first_judgement_imports_litellm(tmp_path: Path) -> None:
     not leave the child with litellm's import lock held by a thread it does not have: the
     child's judges answer, and so do the parent's."""
     proc, _, _ = run_script(tmp_path, """
-        from judge_server import JudgeServer, auto_responder
+        from tests.support.judge_server import JudgeServer, auto_responder
         from otel_toolscore.scorers import get_scorer
 
         server = JudgeServer(auto_responder()).start()

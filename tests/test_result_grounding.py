@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from trajectory_factory import NO_RESULT, make_call, make_trajectory
 
 from otel_toolscore.scorers import ToolResultVerification
 from otel_toolscore.trajectory import LLMCall, Message, ToolResultPart, Trajectory
+
+from tests.support.trajectory_factory import NO_RESULT, make_call, make_trajectory
 
 
 def score(trajectory: Trajectory, **options: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
-from test_processor import Pipeline, _ids
+from tests.support.pipeline import Pipeline, id_counts
 
 GRACE = 0.2  # completion_grace in these tests; "slow" steps last well past it
 SLOW = GRACE + 0.4
@@ -147,7 +147,7 @@ def test_a_span_ending_after_its_run_was_scored_is_forwarded_and_counted() -> No
     assert second.attributes["toolscore.tool_call_accuracy.score"] == 1.0
     assert sum(_evaluated(p).values()) == 2
     app_spans = [s for s in p.exported() if not s.name.startswith("evaluation")]
-    assert max(_ids(app_spans).values()) == 1
+    assert max(id_counts(app_spans).values()) == 1
     provider.shutdown()
 
 

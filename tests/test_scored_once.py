@@ -19,18 +19,20 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
-from test_processor import Pipeline, _agent_run
-from test_server import TOOLSCORE_SCOPE, HttpUpstream, _no_ambient_otel_settings, _scope  # noqa: F401
+from tests.support.otlp_sink import OtlpSink
+from tests.support.paths import REPO
+from tests.support.pipeline import Pipeline
+from tests.support.spans import TOOLSCORE_SCOPE, scope_of, weather_run
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
 
 def _evaluations_of(spans: list[Any], agent_span_id: int) -> int:
     """How many times the run was scored: evaluation spans are one per score, so the most
     spans any one evaluation name has."""
-    names = Counter(s.name for s in spans if _scope(s) == TOOLSCORE_SCOPE and s.parent.span_id == agent_span_id)
+    names = Counter(s.name for s in spans if scope_of(s) == TOOLSCORE_SCOPE and s.parent.span_id == agent_span_id)
     return max(names.values(), default=0)
 
 
@@ -38,7 +40,7 @@ def test_the_processor_marks_the_run_it_scored_and_skips_a_marked_one() -> None:
     first = Pipeline()
     provider = TracerProvider()
     provider.add_span_processor(first.processor)
-    _agent_run(provider.get_tracer("app"), expected="get_weather")
+    weather_run(provider.get_tracer("app"), expected="get_weather")
     assert first.processor.force_flush(5_000)
     provider.shutdown()
     agent = next(s for s in first.exported() if s.name == "invoke_agent weather-bot")
@@ -46,13 +48,13 @@ def test_the_processor_marks_the_run_it_scored_and_skips_a_marked_one() -> None:
     # the same spans through a second processor (a second app-side hop, a replay): not rescored
     second = Pipeline()
     for span in first.exported():
-        if _scope(span) != TOOLSCORE_SCOPE:
+        if scope_of(span) != TOOLSCORE_SCOPE:
             second.processor.on_start(span)  # type: ignore[arg-type]
     for span in first.exported():
-        if _scope(span) != TOOLSCORE_SCOPE:
+        if scope_of(span) != TOOLSCORE_SCOPE:
             second.processor.on_end(span)
     assert second.processor.force_flush(5_000)
-    assert not [s for s in second.exported() if _scope(s) == TOOLSCORE_SCOPE]
+    assert not [s for s in second.exported() if scope_of(s) == TOOLSCORE_SCOPE]
     again = next(s for s in second.exported() if s.name == "invoke_agent weather-bot")
     assert dict(again.attributes) == dict(agent.attributes)  # forwarded as it came
     outcomes = Counter(pt.attributes["outcome"] for pt in second.metric_points("toolscore.evaluations")
@@ -62,7 +64,7 @@ def test_the_processor_marks_the_run_it_scored_and_skips_a_marked_one() -> None:
 
 
 def test_an_app_with_install_that_exports_to_serve_is_scored_once() -> None:
-    upstream = HttpUpstream()
+    upstream = OtlpSink()
     server = ToolScoreServer(upstream.url, upstream_protocol="http/protobuf", grpc_port=0, http_port=0,
                              decision_wait=0.2)
     try:
@@ -72,7 +74,7 @@ def test_an_app_with_install_that_exports_to_serve_is_scored_once() -> None:
             events=False)
         provider = TracerProvider()
         provider.add_span_processor(app_side)
-        _agent_run(provider.get_tracer("app"), expected="get_weather")
+        weather_run(provider.get_tracer("app"), expected="get_weather")
         assert app_side.force_flush(5_000)
         provider.shutdown()
         assert server.stop(30)
@@ -93,17 +95,17 @@ def scored_file(tmp_path: Path) -> Path:
     p = Pipeline()
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
-    _agent_run(provider.get_tracer("app"), expected="get_weather")
+    weather_run(provider.get_tracer("app"), expected="get_weather")
     assert p.processor.force_flush(5_000)
     provider.shutdown()
     path = tmp_path / "scored.pb"  # OTLP protobuf, as the SDK's exporters encode it
-    path.write_bytes(encode_spans([s for s in p.exported() if _scope(s) != TOOLSCORE_SCOPE]).SerializeToString())
+    path.write_bytes(encode_spans([s for s in p.exported() if scope_of(s) != TOOLSCORE_SCOPE]).SerializeToString())
     return path
 
 
 def _score_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "otel_toolscore.cli", "score", "--format", "json", *args],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
 def test_score_cli_rescores_by_default_and_honours_the_mark_with_skip_scored(scored_file: Path) -> None:

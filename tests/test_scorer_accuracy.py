@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from trajectory_factory import make_trajectory
 
 from otel_toolscore import semconv
 from otel_toolscore.scorers import ScorerConfigError, ToolCallAccuracy
 from otel_toolscore.scorers.tool_call_accuracy import is_subsequence
 from otel_toolscore.trajectory import Trajectory
+
+from tests.support.trajectory_factory import make_trajectory
 
 
 def calls(*tool_names: str) -> Trajectory:

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from trajectory_factory import make_trajectory
 
 from otel_toolscore import semconv
 from otel_toolscore.scorers import (
@@ -25,6 +24,8 @@ from otel_toolscore.scorers import (
     run_scorers,
 )
 from otel_toolscore.trajectory import Trajectory
+
+from tests.support.trajectory_factory import make_trajectory
 
 
 def test_to_dict_has_exactly_the_public_fields() -> None:

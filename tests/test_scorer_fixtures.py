@@ -1,4 +1,6 @@
-"""The code scorers on real traces from real instrumentation libraries, against labels.json.
+"""The code scorers on real traces from real instrumentation libraries, against labels.json: the
+shared fixtures and this repository's conformance captures (those read exactly; a capture whose
+stack's pending.json lists it is not read exactly yet, so its scores would say nothing).
 
 Each fixture file is read (OTLP/JSON), assembled, and its outermost run scored. A failure here is
 either a scorer bug or a reader/assembly bug; the message names the stack and scenario.
@@ -14,11 +16,12 @@ from typing import Any
 import pytest
 
 from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.ingest.otlp import read_otlp_json
+from otel_toolscore.ingest import read_otlp_json
 from otel_toolscore.scorers import ToolCallAccuracy, ToolCallValidation, ToolResultVerification
 from otel_toolscore.trajectory import Trajectory
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "traces"
+from tests.support.paths import CAPTURES, FIXTURES, trace_id, traces
+
 LABELS_PATH = FIXTURES / "labels.json"
 ARGUMENT_ISSUES = frozenset(
     {"missing_required_param", "type_mismatch", "schema_violation", "invalid_arguments"}
@@ -27,17 +30,20 @@ ARGUMENT_ISSUES = frozenset(
 pytestmark = pytest.mark.skipif(not LABELS_PATH.exists(), reason=f"no fixtures at {FIXTURES}")
 
 
-def _fixture_files() -> list[Path]:
-    return sorted(FIXTURES.glob("*/*.json")) if FIXTURES.exists() else []
+def _read_exactly(path: Path) -> bool:
+    pending = path.parent / "pending.json"
+    reasons = json.loads(pending.read_text()) if pending.is_file() else {}
+    return path.stem not in reasons and "*" not in reasons
 
 
-FILES = _fixture_files()
-IDS = [f"{path.parent.name}/{path.stem}" for path in FILES]
+FILES = traces(FIXTURES) + [p for p in traces(CAPTURES) if p.name not in ("labels.json", "stacks.json")
+                            and _read_exactly(p)]
+IDS = [trace_id(path) for path in FILES]
 
 
-@lru_cache(maxsize=1)
-def labels() -> dict[str, Any]:
-    return json.loads(LABELS_PATH.read_text())
+@lru_cache(maxsize=2)
+def _labels(corpus: Path) -> dict[str, Any]:
+    return json.loads((corpus / "labels.json").read_text())
 
 
 @cache
@@ -48,7 +54,7 @@ def outermost(path: Path) -> Trajectory:
 
 
 def scenario(path: Path) -> dict[str, Any]:
-    return labels()["scenarios"][path.stem]
+    return _labels(path.parent.parent)["scenarios"][path.stem]
 
 
 def issue_types(call_report: dict[str, Any]) -> set[str]:
@@ -60,6 +66,15 @@ def test_tool_call_accuracy_matches_the_labels(path: Path) -> None:
     expected = scenario(path)["expected_scores"]
     tool = scenario(path)["expected_tool"]
     trajectory = outermost(path)
+    if tool is None:  # the captures' no_tool: tool_call_accuracy has no "expect no call" mode to check
+        assert scenario(path)["expected_tools"] == [] and trajectory.tool_calls == []
+        return
+    if isinstance(tool, list):  # the captures' sequential_chain: an expected order
+        flexible = ToolCallAccuracy(expected_tool_order=tool).score(trajectory)
+        strict = ToolCallAccuracy(expected_tool_order=tool, strict=True).score(trajectory)
+        assert flexible.value == expected["order_flexible"], flexible.explanation
+        assert strict.value == expected["order_strict"], strict.explanation
+        return
     non_strict = ToolCallAccuracy(expected_tool=tool).score(trajectory)
     strict = ToolCallAccuracy(expected_tool=tool, strict=True).score(trajectory)
     assert non_strict.value == expected["tool_selection_non_strict"], non_strict.explanation
@@ -68,7 +83,7 @@ def test_tool_call_accuracy_matches_the_labels(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_tool_call_validation_finds_exactly_the_labelled_argument_problems(path: Path) -> None:
-    score = ToolCallValidation(schemas=labels()["tool_schemas"]).score(outermost(path))
+    score = ToolCallValidation(schemas=_labels(path.parent.parent)["tool_schemas"]).score(outermost(path))
     assert score.error is None, score.explanation
     reports = score.details["tool_calls"]
     if path.stem == "bad_arguments":
@@ -86,7 +101,17 @@ def test_tool_call_validation_finds_exactly_the_labelled_argument_problems(path:
     assert scenario(path)["arguments_valid"] is (path.stem != "bad_arguments")
 
 
-@pytest.mark.parametrize("path", FILES, ids=IDS)
+# Known misses of the scorer (not of the reader), each a strict xfail: it fails once fixed.
+_VERIFICATION_MISSES = {
+    "smolagents_openinference/hallucinated_answer": (
+        "smolagents' own system prompt has an example '55 year old' that grounds the answer's '55°F' "
+        "(numbers match as numbers, whatever their unit; system instructions are a source)"),
+}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_VERIFICATION_MISSES[i]))
+    if i in _VERIFICATION_MISSES else p for p, i in zip(FILES, IDS)], ids=IDS)
 def test_tool_result_verification_matches_the_labels(path: Path) -> None:
     label = scenario(path)
     score = ToolResultVerification().score(outermost(path))
@@ -99,9 +124,12 @@ def test_tool_result_verification_matches_the_labels(path: Path) -> None:
         assert not any("error_result" in types for types in found), found
     if not label["hallucinated"]:
         assert not any("hallucinated_content" in types for types in found), reports
+    elif path.is_relative_to(CAPTURES):  # the captures' made-up answer states what no result says
+        assert any("hallucinated_content" in types for types in found), reports
     # every answer in these scenarios reflects its results honestly
     assert not any("contradicts_response" in types for types in found), reports
-    assert all(report["integrated"] for report in reports), reports
+    if not path.is_relative_to(CAPTURES):  # the captures' scripted answers need not use every result
+        assert all(report["integrated"] for report in reports), reports
 
 
 CLEAN = [(path, id_) for path, id_ in zip(FILES, IDS, strict=True) if path.stem != "bad_arguments"]

@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from trajectory_factory import NO_RESULT, llm, make_call, make_trajectory
 
 from otel_toolscore.scorers import ScorerConfigError, ToolResultVerification
 from otel_toolscore.scorers._facts import FactIndex, extract_facts
 from otel_toolscore.trajectory import LLMCall, Message, Trajectory
+
+from tests.support.trajectory_factory import NO_RESULT, llm, make_call, make_trajectory
 
 WEATHER = {"temperature": "68°F", "condition": "partly cloudy"}
 
@@ -467,7 +468,7 @@ def test_a_broken_trajectory_gives_an_error_score() -> None:
 def test_integers_beyond_float_range_in_results_are_not_an_error() -> None:
     """JSON integers have no size limit; 10**400 in a result once made the scorer fail with
     OverflowError (found by the hostile-input fuzzing)."""
-    from trajectory_factory import make_trajectory
+    from tests.support.trajectory_factory import make_trajectory
 
     from otel_toolscore.scorers import get_scorer
 

@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from trajectory_factory import NO_RESULT, llm, make_call, make_trajectory
 
 from otel_toolscore.scorers import ScorerConfigError, ToolCallValidation
 from otel_toolscore.scorers.tool_validation import compile_schema
 from otel_toolscore.trajectory import ToolDefinition, Trajectory
+
+from tests.support.trajectory_factory import NO_RESULT, llm, make_call, make_trajectory
 
 EMAIL_SCHEMA = {
     "type": "object",

@@ -16,7 +16,7 @@ from otel_toolscore.runtime.engine import Engine
 from otel_toolscore.scorers import run
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.trajectory import Trajectory
-from tests.trajectory_factory import make_trajectory
+from tests.support.trajectory_factory import make_trajectory
 
 
 class _Raises:

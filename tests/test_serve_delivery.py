@@ -6,66 +6,34 @@ loopback, the SDK's own OTLP exporter towards an upstream that answers 503."""
 from __future__ import annotations
 
 import http.client
-import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import grpc
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
+
+from tests.support.otlp_sink import OtlpSink
 
 
-class FlakyUpstream:
-    """An OTLP/HTTP trace receiver answering 503 while ``failing()`` says so; keeps the span ids
-    of what it accepted."""
+class FlakyUpstream(OtlpSink):
+    """An OTLP/HTTP trace receiver answering 503 for its first ``fail_for_s`` seconds; keeps the
+    span ids of what it accepted."""
 
     def __init__(self, fail_for_s: float) -> None:
-        self.delivered: Counter[int] = Counter()
-        self.refused = 0
-        self._until = time.monotonic() + fail_for_s
-        self._lock = threading.Lock()
-        outer = self
+        until = time.monotonic() + fail_for_s
+        super().__init__(answer=lambda request: 503 if time.monotonic() < until else 200)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if time.monotonic() < outer._until:
-                    with outer._lock:
-                        outer.refused += 1
-                    self.send_response(503)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                with outer._lock:
-                    for rs in request.resource_spans:
-                        for ss in rs.scope_spans:
-                            for span in ss.spans:
-                                outer.delivered[int.from_bytes(span.span_id, "big")] += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    @property
+    def delivered(self) -> Counter[int]:
+        """How many times each span id was accepted."""
+        return Counter(span_id for _, span_id in self.span_ids())
 
 
 def _batch(first_id: int, n: int) -> tuple[bytes, list[int]]:
@@ -97,11 +65,8 @@ def _serve(upstream: FlakyUpstream, grpc_port: int | None = None) -> ToolScoreSe
 
 
 @pytest.fixture(autouse=True)
-def _quick_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(__import__("os").environ):
-        if name.startswith(("OTEL_EXPORTER_OTLP_", "OTEL_TOOLSCORE_", "OTEL_BSP_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")  # export every 100 ms, inside the failure
+def _quick_batches(clean_otel_env: pytest.MonkeyPatch) -> None:
+    clean_otel_env.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")  # export every 100 ms, inside the failure
 
 
 def test_spans_accepted_while_the_upstream_fails_are_all_delivered_and_new_ones_pushed_back() -> None:
@@ -143,7 +108,8 @@ def test_spans_accepted_while_the_upstream_fails_are_all_delivered_and_new_ones_
     assert grpc_codes[:1] == [grpc.StatusCode.UNAVAILABLE]
     assert len(accepted) == 1000
     # every span answered 200 reached the upstream, once
-    assert {i: upstream.delivered[i] for i in accepted} == {i: 1 for i in accepted}
+    delivered = upstream.delivered
+    assert {i: delivered[i] for i in accepted} == {i: 1 for i in accepted}
     assert server.stats["spans_undelivered"] == 0
 
 

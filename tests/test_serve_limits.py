@@ -8,7 +8,6 @@ from __future__ import annotations
 import hmac
 import http.client
 import ipaddress
-import os
 import signal
 import socket
 import subprocess
@@ -16,26 +15,22 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_server_errors import (  # noqa: F401
-    LOGS,
-    PB,
-    TRACES,
-    _no_ambient_otel_settings,
-    pb_body,
-    plain_spans,
-)
 
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.runtime.serve import ToolScoreServer
 
-#: what the machine may add to a bound (2 loaded vCPUs); a hang is many times this
-MARGIN_S = 4.0
+from tests.support.env import without_otel
+from tests.support.otlp_sink import GRPC_LOGS, GRPC_TRACES, PB, OtlpSink, Received
+from tests.support.spans import pb_body, plain_spans
+from tests.support.timing import MARGIN_S, wait_for
+
+pytestmark = pytest.mark.usefixtures("clean_otel_env")
+
 PROC_NET = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
 
 
@@ -72,49 +67,23 @@ def raw_response(sock: socket.socket, timeout: float, until_closed: bool = False
     return data
 
 
-class HoldingUpstream:
+class HoldingUpstream(OtlpSink):
     """An OTLP/HTTP upstream that answers 200 only once released (requests pile up in flight)."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
-        self.arrived = 0
-        lock = threading.Lock()
-        outer = self
+        super().__init__(answer=self._hold, keep_alive=True)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with lock:
-                    outer.arrived += 1
-                outer.release.wait(30)
-                self.send_response(200)
-                self.send_header("Content-Type", PB)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+    def _hold(self, request: Received) -> int:
+        self.release.wait(30)
+        return 200
 
     def wait_arrived(self, n: int, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.arrived < n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self.arrived >= n
+        return wait_for(lambda: self.arrived >= n, timeout)
 
     def stop(self) -> None:
         self.release.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().stop()
 
 
 @pytest.fixture
@@ -178,8 +147,7 @@ def test_the_server_listens_on_loopback_only_by_default() -> None:
 def test_serve_command_listens_on_loopback_and_takes_its_token_from_the_environment(upstream: HoldingUpstream) -> None:
     upstream.release.set()
     token = "env-token-4f2a9c"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["OTEL_TOOLSCORE_AUTH_TOKEN"] = token
+    env = without_otel(OTEL_TOOLSCORE_AUTH_TOKEN=token)
     proc = subprocess.Popen(
         [sys.executable, "-m", "otel_toolscore.cli", "serve", "--grpc-port", "0", "--http-port", "0",
          "--upstream", upstream.url, "--decision-wait", "0.2"],
@@ -199,7 +167,7 @@ def test_serve_command_listens_on_loopback_and_takes_its_token_from_the_environm
         assert post(http_port, token="wrong")[0] == 401
         assert post(http_port, token=token)[0] == 200
         with grpc.insecure_channel(grpc_endpoint) as channel:
-            export = channel.unary_unary(TRACES)
+            export = channel.unary_unary(GRPC_TRACES)
             with pytest.raises(grpc.RpcError) as err:
                 export(BODY, timeout=10)
             assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
@@ -220,13 +188,13 @@ def test_grpc_oversize_request_is_resource_exhausted_and_the_server_keeps_servin
     srv = make_server(http_port=None, max_request_bytes=64 * 1024)
     try:
         with grpc.insecure_channel(srv.addresses.grpc_endpoint) as channel:
-            export = channel.unary_unary(TRACES)
+            export = channel.unary_unary(GRPC_TRACES)
             with pytest.raises(grpc.RpcError) as err:
                 export(pb_body(plain_spans(2)) + b"\x62\x83\x80\x04" + b"\0" * (65 * 1024), timeout=10)
             assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
             assert export(BODY, timeout=10) == b""  # same connection
         with grpc.insecure_channel(srv.addresses.grpc_endpoint) as channel:
-            assert channel.unary_unary(TRACES)(BODY, timeout=10) == b""
+            assert channel.unary_unary(GRPC_TRACES)(BODY, timeout=10) == b""
     finally:
         srv.stop(10)
 
@@ -239,17 +207,17 @@ def test_grpc_rpcs_beyond_the_concurrency_limit_are_refused_while_others_are_in_
                 for _ in range(4)]
     try:
         # two clients' RPCs held in flight by the upstream
-        held = [ch.unary_unary(LOGS).future(b"", timeout=30) for ch in channels[:2]]
+        held = [ch.unary_unary(GRPC_LOGS).future(b"", timeout=30) for ch in channels[:2]]
         assert upstream.wait_arrived(2)
         # a third client's: refused at once, not queued
         t0 = time.monotonic()
         with pytest.raises(grpc.RpcError) as err:
-            channels[2].unary_unary(TRACES)(BODY, timeout=20)
+            channels[2].unary_unary(GRPC_TRACES)(BODY, timeout=20)
         assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert time.monotonic() - t0 < MARGIN_S
         upstream.release.set()
         assert [f.result(timeout=20) for f in held] == [b"", b""]
-        assert channels[3].unary_unary(TRACES)(BODY, timeout=20) == b""  # still serving
+        assert channels[3].unary_unary(GRPC_TRACES)(BODY, timeout=20) == b""  # still serving
     finally:
         upstream.release.set()
         for ch in channels:
@@ -263,9 +231,9 @@ def test_grpc_rpcs_beyond_the_stream_limit_wait_in_their_own_connection(upstream
     srv = make_server(upstream=upstream.url, http_port=None, max_concurrent_requests=2)
     channel = grpc.insecure_channel(srv.addresses.grpc_endpoint)
     try:
-        held = [channel.unary_unary(LOGS).future(b"", timeout=30) for _ in range(2)]
+        held = [channel.unary_unary(GRPC_LOGS).future(b"", timeout=30) for _ in range(2)]
         assert upstream.wait_arrived(2)
-        extra = channel.unary_unary(TRACES).future(BODY, timeout=30)
+        extra = channel.unary_unary(GRPC_TRACES).future(BODY, timeout=30)
         time.sleep(1.0)
         assert not extra.done(), f"refused instead of waiting: {extra.exception()}"
         upstream.release.set()
@@ -310,7 +278,7 @@ def test_bearer_token_over_http_and_grpc(header: str | None, allowed: bool) -> N
         with grpc.insecure_channel(srv.addresses.grpc_endpoint) as channel:
             metadata = None if header is None else (("authorization", header),)
             try:
-                channel.unary_unary(TRACES)(BODY, timeout=10, metadata=metadata)
+                channel.unary_unary(GRPC_TRACES)(BODY, timeout=10, metadata=metadata)
                 code = grpc.StatusCode.OK
             except grpc.RpcError as exc:
                 code = exc.code()
@@ -332,7 +300,7 @@ def test_bearer_token_is_compared_in_constant_time_and_odd_bytes_are_a_401(monke
     try:
         assert post(srv.addresses.http_port, token="guess")[0] == 401
         with grpc.insecure_channel(srv.addresses.grpc_endpoint) as channel, pytest.raises(grpc.RpcError):
-            channel.unary_unary(TRACES)(BODY, timeout=10, metadata=(("authorization", "Bearer other"),))
+            channel.unary_unary(GRPC_TRACES)(BODY, timeout=10, metadata=(("authorization", "Bearer other"),))
         assert (b"guess", TOKEN.encode()) in seen and (b"other", TOKEN.encode()) in seen
         # bytes that are not text in the header: refused like any wrong token, not a 500
         with socket.create_connection(("127.0.0.1", srv.addresses.http_port), timeout=10) as sock:

@@ -5,16 +5,10 @@ environment. Real HTTPS on loopback, with certificates made here by openssl."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import ssl
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +17,11 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from otel_toolscore.config import ConfigError
-from otel_toolscore.runtime.serve.server import ToolScoreServer, _parse_headers, parse_header_items
+from otel_toolscore.runtime.serve import ToolScoreServer, parse_header_items
+from otel_toolscore.runtime.serve.upstream import _parse_headers
 
-ROOT = Path(__file__).resolve().parents[1]
-SPANS = ROOT / "examples" / "traces" / "sample.jsonl"
+from tests.support import paths
+from tests.support.otlp_sink import OtlpSink
 
 
 # --- certificates: a private CA, a server certificate for 127.0.0.1, a client certificate -------
@@ -57,67 +52,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {p.stem + p.suffix: p for p in d.iterdir()}
 
 
-class Receiver:
-    """An OTLP/HTTP receiver that records path, connection and client certificate per request."""
-
-    def __init__(self, tls: dict[str, Path] | None = None, require_client_cert: bool = False) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.connections = 0
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive: a pooled client reuses the connection
-
-            def setup(self) -> None:
-                super().setup()
-                with outer.lock:
-                    outer.connections += 1
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
-                with outer.lock:
-                    outer.requests.append({"path": self.path, "body": body, "headers": dict(self.headers),
-                                           "client_cert": bool(peer)})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        scheme = "http"
-        if tls is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(tls["server.pem"], tls["server.key"])
-            if require_client_cert:
-                context.verify_mode = ssl.CERT_REQUIRED
-                context.load_verify_locations(tls["ca.pem"])
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-            scheme = "https"
-        self.url = f"{scheme}://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def paths(self) -> list[str]:
-        with self.lock:
-            return [r["path"] for r in self.requests]
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def otel_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    for key in list(os.environ):
-        if key.startswith("OTEL_"):
-            monkeypatch.delenv(key)
-    yield monkeypatch
-
-
 def _logs_request() -> bytes:
     request = ExportLogsServiceRequest()
     request.resource_logs.add().scope_logs.add().log_records.append(LogRecord(event_name="client.event"))
@@ -130,37 +64,31 @@ def _post(url: str, body: bytes, content_type: str) -> int:
         return resp.status
 
 
-def _wait(predicate: Any, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not predicate():
-        time.sleep(0.05)
-
-
 def test_private_ca_and_client_certificate_serve_spans_and_forwarded_logs(
-    pki: dict[str, Path], otel_env: pytest.MonkeyPatch
+    pki: dict[str, Path], clean_otel_env: pytest.MonkeyPatch
 ) -> None:
-    upstream = Receiver(tls=pki, require_client_cert=True)
-    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", upstream.url)
-    otel_env.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(pki["ca.pem"]))
-    otel_env.setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", str(pki["client.pem"]))
-    otel_env.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(pki["client.key"]))
+    upstream = OtlpSink(keep_alive=True, tls=pki, require_client_cert=True)
+    clean_otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", upstream.url)
+    clean_otel_env.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(pki["ca.pem"]))
+    clean_otel_env.setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", str(pki["client.pem"]))
+    clean_otel_env.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(pki["client.key"]))
     server = ToolScoreServer(grpc_port=None, http_port=0, decision_wait=0.1, metrics=False, events=False)
     try:
         base = server.start().http_endpoint
         for _ in range(3):
             assert _post(f"{base}/v1/logs", _logs_request(), "application/x-protobuf") == 200
-        assert _post(f"{base}/v1/traces", SPANS.read_bytes().splitlines()[0], "application/json") == 200
+        assert _post(f"{base}/v1/traces", paths.SAMPLE.read_bytes().splitlines()[0], "application/json") == 200
         assert server.stop(30)
     finally:
         server.stop(5)
         upstream.stop()
-    paths = upstream.paths()
-    assert paths.count("/v1/logs") == 3 and "/v1/traces" in paths
-    assert all(r["client_cert"] for r in upstream.requests)  # mutual TLS on both paths
+    received = upstream.paths()
+    assert received.count("/v1/logs") == 3 and "/v1/traces" in received
+    assert all(r.client_cert for r in upstream.received())  # mutual TLS on both paths
 
 
-def test_forwarded_requests_share_one_pooled_connection(otel_env: pytest.MonkeyPatch) -> None:
-    upstream = Receiver()
+def test_forwarded_requests_share_one_pooled_connection(clean_otel_env: pytest.MonkeyPatch) -> None:
+    upstream = OtlpSink(keep_alive=True)
     server = ToolScoreServer(upstream.url, grpc_port=None, http_port=0, span_exporter=_NullExporter(),
                              metrics=False, events=False)
     try:
@@ -174,15 +102,15 @@ def test_forwarded_requests_share_one_pooled_connection(otel_env: pytest.MonkeyP
     assert upstream.connections == 1  # a new connection per request would be 5
 
 
-def test_per_signal_endpoints(otel_env: pytest.MonkeyPatch) -> None:
-    traces, rest = Receiver(), Receiver()
-    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rest.url)
-    otel_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{traces.url}/custom/traces")
+def test_per_signal_endpoints(clean_otel_env: pytest.MonkeyPatch) -> None:
+    traces, rest = OtlpSink(keep_alive=True), OtlpSink(keep_alive=True)
+    clean_otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rest.url)
+    clean_otel_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{traces.url}/custom/traces")
     server = ToolScoreServer(grpc_port=None, http_port=0, decision_wait=0.1, metrics=False, events=False)
     try:
         base = server.start().http_endpoint
         assert _post(f"{base}/v1/logs", _logs_request(), "application/x-protobuf") == 200
-        assert _post(f"{base}/v1/traces", SPANS.read_bytes().splitlines()[0], "application/json") == 200
+        assert _post(f"{base}/v1/traces", paths.SAMPLE.read_bytes().splitlines()[0], "application/json") == 200
         assert server.stop(30)
     finally:
         server.stop(5)
@@ -192,15 +120,15 @@ def test_per_signal_endpoints(otel_env: pytest.MonkeyPatch) -> None:
     assert rest.paths() == ["/v1/logs"]
 
 
-def test_only_a_per_signal_endpoint_is_enough(otel_env: pytest.MonkeyPatch) -> None:
-    otel_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
+def test_only_a_per_signal_endpoint_is_enough(clean_otel_env: pytest.MonkeyPatch) -> None:
+    clean_otel_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
     server = ToolScoreServer(grpc_port=None, http_port=0, metrics=False, events=False)
     assert server.upstream is not None and server.upstream.signal_url("traces") == "http://127.0.0.1:9/v1/traces"
     assert server.upstream.signal_url("logs") == "http://localhost:4318/v1/logs"  # the spec's default
 
 
-def test_an_unreadable_certificate_is_a_config_error(otel_env: pytest.MonkeyPatch) -> None:
-    otel_env.setenv("OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE", "/nonexistent/ca.pem")
+def test_an_unreadable_certificate_is_a_config_error(clean_otel_env: pytest.MonkeyPatch) -> None:
+    clean_otel_env.setenv("OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE", "/nonexistent/ca.pem")
     with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE"):
         ToolScoreServer("http://127.0.0.1:9", grpc_port=None, http_port=0)
 

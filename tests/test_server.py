@@ -1,154 +1,48 @@
 """``otel-toolscore serve``: real SDK exporters in another process → the sidecar → a real upstream.
 
-The upstream is a plain OTLP receiver written here (HTTP like tests/test_install.py's, or a gRPC
-server with raw handlers), so what arrives is exactly what the sidecar exported.
+The upstream is a plain OTLP receiver (``tests/support/otlp_sink.py``: HTTP, or gRPC with raw
+handlers), so what arrives is exactly what the sidecar exported.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
-import grpc
 import pytest
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-)
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_toolscore.ingest.otlp import load_otlp, read_otlp_json
-from otel_toolscore.runtime.serve.server import ToolScoreServer
+from otel_toolscore.ingest import read_otlp_json
+from otel_toolscore.runtime.serve import ToolScoreServer
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = sorted((ROOT.parent / "shared" / "fixtures" / "traces").glob("*/*.json"))
-CLIENT = Path(__file__).resolve().parent / "data" / "otlp_client.py"
-TOOLSCORE_SCOPE = "otel_toolscore"
+from tests.support import paths
+from tests.support.env import without_otel
+from tests.support.otlp_sink import GrpcOtlpSink, OtlpSink
+from tests.support.spans import TOOLSCORE_SCOPE, scope_of
+
+FIXTURES = paths.traces(paths.FIXTURES)
+CLIENT = paths.DATA / "otlp_client.py"
+pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_otel_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runner's own OTEL_EXPORTER_OTLP_* / OTEL_TOOLSCORE_* must not change what is tested."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith(("OTEL_EXPORTER_OTLP_", "OTEL_TOOLSCORE_", "OTEL_BSP_", "OTEL_SERVICE_NAME")):
-            monkeypatch.delenv(name)
-
-
-class Upstream:
-    """What an upstream received, per signal, as raw protobuf request bodies."""
-
-    def __init__(self) -> None:
-        self.bodies: dict[str, list[bytes]] = {"traces": [], "logs": [], "metrics": []}
-        self.lock = threading.Lock()
-
-    def keep(self, signal_name: str, body: bytes) -> None:
-        with self.lock:
-            self.bodies[signal_name].append(body)
-
-    def spans(self) -> list[ReadableSpan]:
-        return [s for body in self.bodies["traces"] if body for s in load_otlp(body).spans]
-
-    def log_records(self) -> list[Any]:
-        out = []
-        for body in self.bodies["logs"]:
-            req = ExportLogsServiceRequest()
-            req.ParseFromString(body)
-            out += [r for rl in req.resource_logs for sl in rl.scope_logs for r in sl.log_records]
-        return out
-
-    def metric_names(self) -> set[str]:
-        names = set()
-        for body in self.bodies["metrics"]:
-            req = ExportMetricsServiceRequest()
-            req.ParseFromString(body)
-            names |= {m.name for rm in req.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
-        return names
-
-
-class HttpUpstream(Upstream):
-    def __init__(self) -> None:
-        super().__init__()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                outer.keep(self.path.rsplit("/", 1)[-1], body)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class GrpcUpstream(Upstream):
-    def __init__(self) -> None:
-        super().__init__()
-        services = {"traces": "opentelemetry.proto.collector.trace.v1.TraceService",
-                    "logs": "opentelemetry.proto.collector.logs.v1.LogsService",
-                    "metrics": "opentelemetry.proto.collector.metrics.v1.MetricsService"}
-
-        def handler(signal_name: str) -> Any:
-            def export(request: bytes, context: Any) -> bytes:
-                self.keep(signal_name, request)
-                return b""  # an empty Export*ServiceResponse
-
-            return grpc.method_handlers_generic_handler(
-                services[signal_name], {"Export": grpc.unary_unary_rpc_method_handler(export)})
-
-        self.server = grpc.server(ThreadPoolExecutor(4), handlers=[handler(s) for s in services])
-        port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.stop(0)
-
-
-def run_client(protocol: str, endpoint: str, paths: list[Path]) -> list[tuple[int, int]]:
-    proc = subprocess.run([sys.executable, str(CLIENT), protocol, endpoint, *map(str, paths)],
+def run_client(protocol: str, endpoint: str, files: list[Path]) -> list[tuple[int, int]]:
+    proc = subprocess.run([sys.executable, str(CLIENT), protocol, endpoint, *map(str, files)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     sent = json.loads(proc.stdout.strip().splitlines()[-1])["sent"]
     return [(int(t, 16), int(s, 16)) for t, s in sent]
 
 
-def _scope(span: ReadableSpan) -> str | None:
-    return span.instrumentation_scope.name if span.instrumentation_scope else None
-
-
-def check_upstream(upstream: Upstream, sent: list[tuple[int, int]]) -> None:
+def check_upstream(upstream: OtlpSink | GrpcOtlpSink, sent: list[tuple[int, int]]) -> None:
     spans = upstream.spans()
-    app = [s for s in spans if _scope(s) != TOOLSCORE_SCOPE]
-    evaluations = [s for s in spans if _scope(s) == TOOLSCORE_SCOPE]
+    app = [s for s in spans if scope_of(s) != TOOLSCORE_SCOPE]
+    evaluations = [s for s in spans if scope_of(s) == TOOLSCORE_SCOPE]
     # every span exactly once
     assert Counter((s.context.trace_id, s.context.span_id) for s in app) == Counter(sent)
     # every fixture trace has its run scored on a span, and an evaluation span
@@ -173,7 +67,7 @@ def check_upstream(upstream: Upstream, sent: list[tuple[int, int]]) -> None:
 
 
 def test_grpc_client_through_serve_to_http_upstream() -> None:
-    upstream = HttpUpstream()
+    upstream = OtlpSink()
     server = ToolScoreServer(upstream.url, upstream_protocol="http/protobuf", grpc_port=0, http_port=0,
                              decision_wait=0.2)
     try:
@@ -188,7 +82,7 @@ def test_grpc_client_through_serve_to_http_upstream() -> None:
 
 
 def test_http_client_through_serve_to_grpc_upstream() -> None:
-    upstream = GrpcUpstream()
+    upstream = GrpcOtlpSink()
     server = ToolScoreServer(upstream.url, upstream_protocol="grpc", grpc_port=0, http_port=0, decision_wait=0.2)
     try:
         addresses = server.start()
@@ -209,7 +103,7 @@ def test_http_client_through_serve_to_grpc_upstream() -> None:
 
 
 def test_serve_command_forwards_and_flushes_on_sigterm() -> None:
-    upstream = HttpUpstream()
+    upstream = OtlpSink()
     env = {**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "60000"}  # nothing leaves before the flush at exit
     proc = subprocess.Popen(
         [sys.executable, "-m", "otel_toolscore.cli", "serve", "--grpc-port", "0", "--http-port", "0",
@@ -231,7 +125,7 @@ def test_serve_command_forwards_and_flushes_on_sigterm() -> None:
         assert conn.getresponse().status == 200
         conn.close()
         time.sleep(0.3)
-        assert upstream.bodies["traces"] == []  # still held: decision_wait is 30 s
+        assert upstream.bodies("traces") == []  # still held: decision_wait is 30 s
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -241,7 +135,7 @@ def test_serve_command_forwards_and_flushes_on_sigterm() -> None:
             proc.kill()
         upstream.stop()
     sent = read_otlp_json(path)
-    app = [s for s in upstream.spans() if _scope(s) != TOOLSCORE_SCOPE]
+    app = [s for s in upstream.spans() if scope_of(s) != TOOLSCORE_SCOPE]
     assert Counter((s.context.trace_id, s.context.span_id) for s in app) == Counter(
         (s.context.trace_id, s.context.span_id) for s in sent)
     assert any("toolscore.tool_call_validation.label" in s.attributes for s in app)
@@ -252,7 +146,7 @@ def test_serve_command_rejects_bad_settings() -> None:
     def serve(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "otel_toolscore.cli", "serve", "--grpc-port", "0",
                                "--http-port", "0", *args], capture_output=True, text=True, timeout=60, check=False,
-                              env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")})
+                              env=without_otel())
 
     proc = serve("--upstream", "http://127.0.0.1:9", "--decision-wait", "2", "--hold-timeout", "1")
     assert proc.returncode == 2 and "hold_timeout" in proc.stderr and "decision_wait" in proc.stderr

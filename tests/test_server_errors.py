@@ -21,50 +21,24 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import (
-    SimpleSpanProcessor,
     SpanExporter,
     SpanExportResult,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_toolscore.config import ConfigError
-from otel_toolscore.runtime.serve.server import ToolScoreServer, Upstream, inflate
+from otel_toolscore.runtime.serve import ToolScoreServer, Upstream
+from otel_toolscore.runtime.serve._http import inflate
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = min((ROOT.parent / "shared" / "fixtures" / "traces").glob("*/correct_single.json"))
+from tests.support import paths
+from tests.support.otlp_sink import GRPC_LOGS, GRPC_TRACES, PB
+from tests.support.spans import pb_body, plain_spans
+
+FIXTURE = min(paths.FIXTURES.glob("*/correct_single.json"))
 TOKEN = "s3cret"
-PB = "application/x-protobuf"
-TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_otel_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runner's own OTEL_EXPORTER_OTLP_* / OTEL_TOOLSCORE_* must not change what is tested."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith(("OTEL_EXPORTER_OTLP_", "OTEL_TOOLSCORE_", "OTEL_BSP_", "OTEL_SERVICE_NAME")):
-            monkeypatch.delenv(name)
-
-
-def plain_spans(n: int) -> list[ReadableSpan]:
-    """n ended spans of one trace, no GenAI content (nothing is held)."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span("root"):
-        for i in range(n - 1):
-            with tracer.start_as_current_span(f"child {i}"):
-                pass
-    return list(memory.get_finished_spans())
-
-
-def pb_body(spans: Sequence[ReadableSpan]) -> bytes:
-    return encode_spans(spans).SerializeToString()
+pytestmark = pytest.mark.usefixtures("clean_otel_env")
 
 
 class Blocking(SpanExporter):
@@ -236,7 +210,7 @@ def test_backpressure_503_and_unavailable_when_the_upstream_is_behind(monkeypatc
                           max_queued_spans=10)
     srv.start()
     channel = grpc.insecure_channel(srv.addresses.grpc_endpoint)
-    export = channel.unary_unary(TRACES)
+    export = channel.unary_unary(GRPC_TRACES)
     try:
         assert post(srv, pb_body(plain_spans(8)), token=None)[0] == 200
         status, headers, body = post(srv, pb_body(plain_spans(8)), token=None)
@@ -265,7 +239,7 @@ def test_backpressure_503_and_unavailable_when_the_upstream_is_behind(monkeypatc
 
 def test_grpc_errors(server: ToolScoreServer) -> None:
     channel = grpc.insecure_channel(server.addresses.grpc_endpoint)
-    export = channel.unary_unary(TRACES)
+    export = channel.unary_unary(GRPC_TRACES)
     auth = (("authorization", f"Bearer {TOKEN}"),)
 
     def code_of(body: bytes, metadata: Any = auth, **kw: Any) -> grpc.StatusCode:
@@ -282,7 +256,7 @@ def test_grpc_errors(server: ToolScoreServer) -> None:
         bomb = pb_body(plain_spans(1)) + b"\x62" + b"\x80\x80\x80\x02" + b"\0" * (4 << 20)  # 4 MiB unknown field
         assert code_of(bomb, compression=grpc.Compression.Gzip) is grpc.StatusCode.RESOURCE_EXHAUSTED
         with pytest.raises(grpc.RpcError) as err:
-            channel.unary_unary(LOGS)(b"", metadata=auth, timeout=10)
+            channel.unary_unary(GRPC_LOGS)(b"", metadata=auth, timeout=10)
         assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED  # no upstream to forward logs to
         # partial success, then plain success
         request = encode_spans(plain_spans(3))
@@ -318,7 +292,7 @@ def test_stop_forwards_held_spans_scored_and_refuses_new_requests() -> None:
 
 
 def json_spans(path: Path) -> list[ReadableSpan]:
-    from otel_toolscore.ingest.otlp import read_otlp_json
+    from otel_toolscore.ingest import read_otlp_json
 
     return read_otlp_json(path)
 

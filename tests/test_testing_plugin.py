@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from importlib.metadata import entry_points
-from pathlib import Path
 
 try:
     import tomllib
@@ -18,9 +17,9 @@ from opentelemetry.trace import NoOpTracerProvider
 
 import otel_toolscore.testing as plugin
 
-pytest_plugins = ["pytester"]
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
 
 AGENT = '"""The code under test: an agent instrumented with the OpenTelemetry API only (GenAI conventions)."""\nimport json\n\nfrom opentelemetry import trace\n\ntracer = trace.get_tracer("weather_agent")  # module level, as apps do: a proxy until a provider is set\n\nWEATHER_TOOL = {"type": "function", "name": "get_weather", "parameters": {\n    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}\n\n\ndef run(question, calls, answer, agent="weather-bot", offered=(WEATHER_TOOL,)):\n    """calls: (tool name, arguments, result) in the order the model made them."""\n    with tracer.start_as_current_span(f"invoke_agent {agent}", attributes={\n            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}):\n        requested = [{"type": "tool_call", "id": f"c{i}", "name": name, "arguments": args}\n                     for i, (name, args, _) in enumerate(calls)]\n        with tracer.start_as_current_span("chat model", attributes={\n                "gen_ai.operation.name": "chat",\n                "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": question}]}]),\n                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": requested}]),\n                "gen_ai.tool.definitions": json.dumps(list(offered))}):\n            pass\n        for i, (name, args, result) in enumerate(calls):\n            with tracer.start_as_current_span(f"execute_tool {name}", attributes={\n                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": f"c{i}",\n                    "gen_ai.tool.call.arguments": args if isinstance(args, str) else json.dumps(args),\n                    "gen_ai.tool.call.result": json.dumps(result)}):\n                pass\n        with tracer.start_as_current_span("chat model", attributes={\n                "gen_ai.operation.name": "chat",\n                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": answer}]}])}):\n            pass\n'
 
@@ -167,7 +166,7 @@ def _run(pytester: pytest.Pytester) -> pytest.RunResult:
 
 
 def test_entry_point_is_declared_and_installed() -> None:
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
     assert declared == {"otel_toolscore": "otel_toolscore.testing"}
     installed = [ep for ep in entry_points(group="pytest11") if ep.name == "otel_toolscore"]
     assert installed, "the installed metadata predates the entry point: pip install -e ."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trajectory_factory import *  # noqa: F403
+from tests.support.trajectory_factory import make_call, make_trajectory, names
 
 
 def test_make_trajectory_keeps_call_order_and_fields() -> None:

@@ -14,10 +14,8 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from otel_toolscore import read_otlp_json
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import read_span
+from tests.support import paths
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-CAPTURES = ROOT / "tests" / "conformance" / "captures"
 MARK = "no reader turned into messages"
 
 
@@ -60,19 +58,16 @@ def test_content_that_was_read_and_spans_without_content_are_not_flagged() -> No
 
 
 def _read_exactly() -> list[Path]:
-    files = sorted((SHARED / "fixtures" / "traces").glob("*/*.json")) + sorted(
-        (SHARED / "realworld" / "tau_airline").glob("*.json"))
-    for path in sorted(CAPTURES.glob("*/*.json")):
+    files = paths.traces(paths.FIXTURES) + paths.traces(paths.REALWORLD, "tau_airline/*.json")
+    for path in paths.traces(paths.CAPTURES):
         pending = path.parent / "pending.json"
-        if path.name in ("labels.json", "stacks.json", "pending.json"):
-            continue
         reasons = json.loads(pending.read_text()) if pending.is_file() else {}
         if path.stem not in reasons and "*" not in reasons:
             files.append(path)
-    return [f for f in files if f.name not in ("labels.json",)]
+    return [f for f in files if f.name not in ("labels.json", "stacks.json")]
 
 
-@pytest.mark.skipif(not (SHARED / "fixtures").is_dir(), reason="no fixtures: ../shared is missing")
+@pytest.mark.skipif(not paths.FIXTURES.is_dir(), reason="no fixtures: ../shared is missing")
 def test_no_span_of_a_trace_read_exactly_is_flagged() -> None:
     flagged = [(p.parent.name, p.name, s.name) for p in _read_exactly() for s in read_otlp_json(p) if _flagged(s)]
     assert flagged == []

@@ -21,9 +21,18 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_toolscore import semconv as sc
+from otel_toolscore.conventions import (
+    crewai,
+    genai,
+    litellm,
+    mastra,
+    openinference,
+    openllmetry,
+    pydantic_ai,
+    vercel_ai,
+)
 from otel_toolscore.conventions._unread import note_unused_content
-from otel_toolscore.conventions import genai, litellm, mastra, openinference, openllmetry, pydantic_ai, vercel_ai
-from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
+from otel_toolscore.conventions.base import Attributes, Convention, Role, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
     as_text,
     clean_strings,
@@ -38,6 +47,7 @@ from otel_toolscore.conventions.parsing import (
 CONVENTIONS: tuple[Convention, ...] = (
     mastra.CONVENTION,
     pydantic_ai.CONVENTION,
+    crewai.CONVENTION,
     litellm.CONVENTION,
     vercel_ai.CONVENTION,
     openinference.CONVENTION,
@@ -84,14 +94,14 @@ def _gated(name: str, attrs: Attributes | None) -> tuple[Convention, ...]:
     return gated
 
 
-def _stated_role(attrs: Attributes) -> Stated | None:
+def _stated_role(attrs: Attributes) -> Role | None:
     """The role a span states outright (``_STATED``), if it does."""
     for key, roles, default in _STATED:
         value = attrs.get(key)
         if value is not None:
             role = roles.get(value, default)
             if role:
-                return role
+                return role  # (never "": a table states a role or nothing)
     return None
 
 
@@ -204,7 +214,7 @@ def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
 def _read_failure(span: ReadableSpan, facts: SpanFacts) -> None:
     """A failed span: status ERROR, an ``exception`` event, or (tools) a result whose envelope
     flags an error (``read_result``) or an error payload. The span's own failure says most."""
-    error = None
+    error: Any = None
     for event in span.events:
         if event.name == sc.EXCEPTION_EVENT:
             ev = event.attributes or {}
@@ -236,7 +246,7 @@ def _lookup_attributes(span: ReadableSpan) -> Attributes | None:
     """
     try:
         attrs = span._attributes  # type: ignore[attr-defined]
-        inner = attrs if type(attrs) is dict else attrs._dict
+        inner = attrs if type(attrs) is dict else attrs._dict  # type: ignore[union-attr]
         if type(inner) is dict:
             return inner
     except AttributeError:

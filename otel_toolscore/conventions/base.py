@@ -63,6 +63,9 @@ class SpanFacts:
     output_messages: list[Message] | None = None
     tool_definitions: list[ToolDefinition] | None = None
     tool: ToolExecution | None = None
+    #: tools the span names as its framework's answer (output) tools, beside the documented names
+    #: of ``semconv.ANSWER_TOOLS``: a call of one is how the run answers, not a tool use
+    answer_tools: list[str] | None = None
     retrieval_query: str | None = None
     documents: list[Document] | None = None
     #: failure of the span itself: status ERROR description or an exception event

@@ -131,7 +131,13 @@ def _build(by_index: dict[int, dict[str, Any]]) -> list[Message]:
         else:
             msg.content = p.as_text(content)
         out.append(msg)
+    if any(m.role in _TEXT_TOOL_ROLES for m in out):
+        p.read_text_tool_messages(out)
     return out
+
+
+# roles under which a framework writes tool calls and results into the history as text
+_TEXT_TOOL_ROLES = frozenset({sc.SMOLAGENTS_ROLE_TOOL_CALL, sc.SMOLAGENTS_ROLE_TOOL_RESPONSE})
 
 
 def _read_run_io(attrs: Attributes, facts: SpanFacts) -> None:
@@ -139,6 +145,13 @@ def _read_run_io(attrs: Attributes, facts: SpanFacts) -> None:
         facts.run_input = _io_text(attrs[sc.OI_INPUT_VALUE], want="user")
     if facts.run_output is None and sc.OI_OUTPUT_VALUE in attrs:
         facts.run_output = _io_text(attrs[sc.OI_OUTPUT_VALUE], want="assistant")
+
+
+#: where ``input.value``/``output.value`` JSON holds the messages, the question or the answer
+_IO_KEYS = ("messages", "input", "output", "final_output", "content", "text", "query", "question")
+#: where a run's ``input.value`` (its run method's bound arguments) holds the question under the
+#: name the framework gives it: smolagents ``MultiStepAgent.run(task, …)``
+_QUESTION_KEYS = (*_IO_KEYS, "task")
 
 
 def _io_text(value: Any, want: str) -> str | None:
@@ -150,7 +163,7 @@ def _io_text(value: Any, want: str) -> str | None:
         return parsed
     messages: Any = None
     if isinstance(parsed, dict):
-        for key in ("messages", "input", "output", "final_output", "content", "text", "query", "question"):
+        for key in _QUESTION_KEYS if want == "user" else _IO_KEYS:
             if key in parsed:
                 messages = parsed[key]
                 break

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
+from otel_toolscore import semconv as sc
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
 
 #: cap on what we try to parse: a 10 MB attribute is kept raw, not parsed
@@ -367,6 +368,9 @@ def parse_repr_call(text: str) -> tuple[str, dict[str, Any]] | None:
 # --- tool arguments and results ---------------------------------------------------------------
 
 _LANGCHAIN_TOOL_INPUT_KEYS = frozenset({"input_str", "tags", "metadata", "inputs", "run_id"})
+#: a ``f(*args, <the wrapper's own keyword parameters>, **kwargs)`` call recorded by its bound
+#: signature: ``args`` and ``kwargs``, plus the parameters of the wrappers known to be recorded so
+_CALL_WRAPPER_KEYS = frozenset({"args", "kwargs"}) | sc.SMOLAGENTS_TOOL_CALL_PARAMETERS
 
 
 def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
@@ -393,13 +397,16 @@ def unwrap_arguments(parsed: Any) -> Any:
     """Undo framework wrappers around the real arguments.
 
     OpenLLMetry's LangChain instrumentation records ``{"input_str": "{'location': …}", "tags":
-    …, "metadata": …}``; its generic task wrapper records ``{"args": [...], "kwargs": {...}}``.
+    …, "metadata": …}``; its generic task wrapper records ``{"args": [...], "kwargs": {...}}``;
+    OpenInference's smolagents TOOL spans record ``Tool.__call__``'s bound signature,
+    ``{"args": [], "sanitize_inputs_outputs": true, "kwargs": {...}}``. A call made with keyword
+    arguments only (``args`` empty) was given ``kwargs``.
     """
     if isinstance(parsed, dict):
         if "input_str" in parsed and set(parsed) <= _LANGCHAIN_TOOL_INPUT_KEYS:
             inner = loads(parsed["input_str"])
             return inner if inner is not None else parsed["input_str"]
-        if len(parsed) == 2 and "args" in parsed and isinstance(parsed.get("kwargs"), dict):
+        if "args" in parsed and isinstance(parsed.get("kwargs"), dict) and parsed.keys() <= _CALL_WRAPPER_KEYS:
             if not parsed.get("args"):
                 return parsed["kwargs"]
     return parsed
@@ -811,6 +818,64 @@ def _langchain_message(item: Mapping[str, Any]) -> Message:
             if req is not None:
                 msg.tool_calls.append(req)
     return msg
+
+
+def read_text_tool_messages(messages: list[Message]) -> list[Message]:
+    """Tool calls and results a framework wrote into the chat history as text, read (in place).
+
+    smolagents (``semconv.SMOLAGENTS_ROLE_*``) echoes a step's calls as a ``tool-call`` message
+    ``Calling tools:\\n[<repr of the calls>]`` and its results as a ``tool-response`` message
+    ``Observation:\\n<results>``; a failed step adds a ``tool-response`` ``[Call id: <id>\\n]Error:\\n…``.
+    The first becomes an assistant message with its calls, the others tool messages. What can be
+    tied to one call becomes that call's result: an observation that follows an echo of exactly
+    one call. Several calls' results are joined by newlines, which a result can contain too, so
+    they stay the tool message's text; so does a step's error: smolagents reports it without a
+    call id when a call failed, and with the step's first call id when the step failed after its
+    calls had run (an answer given beside other calls), so it is not that call's failure.
+
+    Only calls with object arguments are read as calls: a ``CodeAgent`` step echoes its code as a
+    ``python_interpreter`` call with text arguments, which no model requested as a tool call (the
+    tools the code called have tool spans of their own).
+    """
+    echoed: list[ToolCallRequest] | None = None  # the calls of the last echo not yet answered
+    for msg in messages:
+        if msg.role == sc.SMOLAGENTS_ROLE_TOOL_CALL:
+            msg.role = "assistant"
+            echoed = None
+            text = msg.content or ""
+            if not text.startswith(sc.SMOLAGENTS_CALLING_TOOLS):
+                continue
+            items = loads(text[len(sc.SMOLAGENTS_CALLING_TOOLS):])
+            if not isinstance(items, list):
+                continue
+            calls = [c for c in map(_echoed_call, items) if c is not None]
+            msg.tool_calls.extend(calls)
+            if len(calls) == len(items):
+                msg.content = None
+                echoed = calls
+        elif msg.role == sc.SMOLAGENTS_ROLE_TOOL_RESPONSE:
+            msg.role = "tool"
+            text = msg.content or ""
+            if echoed is not None and len(echoed) == 1 and text.startswith(sc.SMOLAGENTS_OBSERVATION):
+                call = echoed[0]
+                content, raw = parse_result(text[len(sc.SMOLAGENTS_OBSERVATION):])
+                msg.tool_results.append(
+                    ToolResultPart(tool_call_id=call.id, name=call.name, content=content, content_raw=raw)
+                )
+                msg.content = None
+            echoed = None
+    return messages
+
+
+def _echoed_call(item: Any) -> ToolCallRequest | None:
+    """One ``{"id", "type", "function": {"name", "arguments"}}`` of a smolagents echo, when it is
+    a function call with object arguments."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("function"), Mapping):
+        return None
+    fn = item["function"]
+    if not isinstance(fn.get("arguments"), Mapping) or not fn.get("name"):
+        return None
+    return tool_call_from(item)
 
 
 def system_from_messages(messages: list[Message]) -> str | None:

@@ -122,7 +122,7 @@ class ScriptedModelServer(ThreadingHTTPServer):
     @property
     def base_url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def start(self) -> "ScriptedModelServer":
         self._thread = threading.Thread(target=self.serve_forever, name="scripted-model-server", daemon=True)

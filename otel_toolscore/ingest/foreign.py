@@ -5,7 +5,7 @@ People score what their backend shows them: the JSON Jaeger's UI downloads (and 
 and ``/api/v2/traces`` (``trace``) answers. Tempo and Jaeger v3 already hold OTLP under another
 key; Jaeger's own model is converted here span by span, back to what the OpenTelemetry SDK had
 before its Jaeger translation (span kind, status, scope and event names come back from the tags
-and log fields that translation wrote). ``otlp`` calls ``to_otlp_requests`` on any JSON
+and log fields that translation wrote). ``files`` calls ``to_otlp_requests`` on any JSON
 document that is not OTLP itself, so every reader of trace files gets these formats for free.
 """
 
@@ -74,7 +74,8 @@ def _span_id(value: Any) -> str:
 
 
 def _jaeger_trace(trace: dict[str, Any]) -> dict[str, Any]:
-    processes = trace.get("processes") if type(trace.get("processes")) is dict else {}
+    found_processes = trace.get("processes")
+    processes: dict[str, Any] = found_processes if isinstance(found_processes, dict) else {}
     # process → scope → spans: OTLP's resource and scope grouping
     grouped: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {}
     for span in trace.get("spans") or []:
@@ -86,7 +87,8 @@ def _jaeger_trace(trace: dict[str, Any]) -> dict[str, Any]:
         grouped.setdefault(str(span.get("processID", "")), {}).setdefault(scope, []).append(_jaeger_span(span, tags))
     resource_spans = []
     for process_id, scopes in grouped.items():
-        process = processes.get(process_id) if type(processes.get(process_id)) is dict else {}
+        found = processes.get(process_id)
+        process: dict[str, Any] = found if isinstance(found, dict) else {}
         attributes = _attributes(process.get("tags"))
         if process.get("serviceName"):
             attributes.insert(0, {"key": "service.name", "value": {"stringValue": str(process["serviceName"])}})

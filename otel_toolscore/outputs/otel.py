@@ -13,7 +13,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -56,7 +56,8 @@ from otel_toolscore.scorers.base import (
     LABEL_SKIPPED,
     Score,
 )
-from otel_toolscore.trajectory import ToolCall, Trajectory
+from otel_toolscore.scorers.results import CallResult, Issue, pin_to_calls
+from otel_toolscore.trajectory import Trajectory
 
 _log = logging.getLogger(__name__)
 
@@ -72,8 +73,6 @@ SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
 JUDGE_DURATION_BUCKETS: tuple[float, ...] = (
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 )  # fmt: skip
-#: a per-call result fails when it has an issue at least this bad (as in the scorers)
-_BLOCKING_SEVERITIES = frozenset({"high", "critical"})
 #: distinct tool names kept as a metric attribute; the model can invent names, so past this
 #: many the rest are counted under _OTHER_TOOL instead of growing the series without bound
 MAX_TOOL_NAMES = 256
@@ -113,58 +112,8 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _call_reports(score: Score) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    """The per-call entries of a score's details (tool_call_validation/tool_result_* shape)."""
-    calls = score.details.get("tool_calls") if isinstance(score.details, Mapping) else None
-    if not isinstance(calls, list):
-        return
-    for index, report in enumerate(calls):
-        if isinstance(report, Mapping):
-            yield index, report
-
-
-def _issues(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    issues = report.get("issues")
-    return [i for i in issues if isinstance(i, Mapping)] if isinstance(issues, list) else []
-
-
-def _describe_issue(issue: Mapping[str, Any]) -> str:
-    message = issue.get("message")
-    return f"{issue.get('type')}: {message}" if message else str(issue.get("type"))
-
-
-class _RunCalls:
-    """A run's tool calls, in order, and the first call with each id (built once per run, not
-    once per per-call report)."""
-
-    __slots__ = ("calls", "by_id")
-
-    def __init__(self, trajectory: Trajectory) -> None:
-        self.calls = trajectory.tool_calls
-        self.by_id: dict[str, ToolCall] = {}
-        for call in self.calls:
-            if call.id is not None:
-                self.by_id.setdefault(call.id, call)
-
-
-def _matching_call(run_calls: _RunCalls, index: int, report: Mapping[str, Any]) -> ToolCall | None:
-    """The trajectory's call a per-call report is about: by id, else by position.
-
-    Scorers report calls in trajectory order, so the position is right when ids are missing;
-    the name check keeps a report from being pinned on the wrong span if that ever changes.
-    """
-    calls = run_calls.calls
-    call_id = report.get("tool_call_id")
-    if isinstance(call_id, str):  # call ids are strings: nothing else equals one
-        found = run_calls.by_id.get(call_id)
-        if found is not None:
-            return found
-    if index < len(calls):
-        call = calls[index]
-        name = report.get("name")
-        if name is None or call.name is None or call.name == name:
-            return call
-    return None
+def _describe_issue(issue: Issue) -> str:
+    return f"{issue.type}: {issue.message}" if issue.message else issue.type
 
 
 def _context(trace_id_hex: str, span_id_hex: str | None) -> Context:
@@ -486,7 +435,6 @@ class Emitter:
             self._warn_if_unsent("events", get_logger_provider, "logger_provider", "opentelemetry._logs.set_logger_provider")
         try:
             run_context = _context(trajectory.trace_id, trajectory.span_id)
-            run_calls = _RunCalls(trajectory)
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVENTS)
             return
@@ -497,47 +445,34 @@ class Emitter:
                 if trajectory.agent_name:
                     attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
                 self._emit(run_context, attributes, error=score.error is not None)
-                for index, report in _call_reports(score):
-                    self._emit_call(trajectory, run_calls, score, index, report, run_context)
+                for result in pin_to_calls(score.calls, trajectory):
+                    self._emit_call(trajectory, score, result, run_context)
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 
-    def _emit_call(
-        self,
-        trajectory: Trajectory,
-        run_calls: _RunCalls,
-        score: Score,
-        index: int,
-        report: Mapping[str, Any],
-        run_context: Context,
-    ) -> None:
-        value = _number(report.get("score"))
-        if value is None:
+    def _emit_call(self, trajectory: Trajectory, score: Score, result: CallResult, run_context: Context) -> None:
+        """The per-call event, on the call's own span (the run's when it has none)."""
+        if result.score is None:
             return
-        issues = _issues(report)
-        blocking = any(issue.get("severity") in _BLOCKING_SEVERITIES for issue in issues)
         attributes: dict[str, AttributeValue] = {
             semconv.GEN_AI_EVALUATION_NAME: score.name,
-            semconv.GEN_AI_EVALUATION_SCORE_VALUE: value,
-            semconv.GEN_AI_EVALUATION_SCORE_LABEL: LABEL_FAIL if blocking else LABEL_PASS,
+            semconv.GEN_AI_EVALUATION_SCORE_VALUE: result.score,
+            semconv.GEN_AI_EVALUATION_SCORE_LABEL: LABEL_FAIL if result.blocking else LABEL_PASS,
         }
-        if issues:
-            text = "; ".join(_describe_issue(issue) for issue in issues)
+        if result.issues:
+            text = "; ".join(_describe_issue(issue) for issue in result.issues)
             explanation = self._explanation(text)
             if explanation:
                 attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
-        call = _matching_call(run_calls, index, report)
-        tool_name = report.get("name") or (call.name if call else None)
-        if isinstance(tool_name, str) and tool_name:
-            attributes[semconv.GEN_AI_TOOL_NAME] = tool_name
-        call_id = report.get("tool_call_id") or (call.id if call else None)
-        if isinstance(call_id, str) and call_id:
-            attributes[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+        if result.name:
+            attributes[semconv.GEN_AI_TOOL_NAME] = result.name
+        if result.call_id:
+            attributes[semconv.GEN_AI_TOOL_CALL_ID] = result.call_id
         if trajectory.agent_name:
             attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
         context = run_context
-        if call is not None and call.span_id:
-            context = _context(trajectory.trace_id, call.span_id)
+        if result.span_id:
+            context = _context(trajectory.trace_id, result.span_id)
         self._emit(context, attributes, error=False)
 
     def _emit(
@@ -586,21 +521,21 @@ class Emitter:
                 self._failed(OUTPUT_METRICS)
 
     def _count_issues(self, score: Score) -> None:
-        for _, report in _call_reports(score):
-            tool = self._bounded_tool_name(report.get("name"))
-            for issue in _issues(report):
+        for result in score.calls:
+            tool = self._bounded_tool_name(result.name)
+            for issue in result.issues:
                 attributes: dict[str, AttributeValue] = {
                     # the scorer's name too: two scorers can report the same issue type
                     semconv.GEN_AI_EVALUATION_NAME: score.name,
-                    semconv.ISSUE_TYPE: str(issue.get("type")),
-                    semconv.ISSUE_SEVERITY: str(issue.get("severity")),
+                    semconv.ISSUE_TYPE: issue.type,
+                    semconv.ISSUE_SEVERITY: issue.severity,
                 }
                 if tool is not None:
                     attributes[semconv.GEN_AI_TOOL_NAME] = tool
                 self._issues_counter.add(1, attributes)
 
-    def _bounded_tool_name(self, name: Any) -> str | None:
-        if not isinstance(name, str) or not name:
+    def _bounded_tool_name(self, name: str | None) -> str | None:
+        if not name:
             return None
         with self._lock:
             if name in self._tool_names:

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from otel_toolscore.conventions.parsing import valid_text
+from otel_toolscore.scorers import registry
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.trajectory import Trajectory
 
@@ -49,16 +50,6 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 def _xml(text: str) -> str:
     """Text ElementTree can write as well-formed XML: it escapes markup, not these."""
     return _NOT_XML.sub("\ufffd", valid_text(text))
-
-
-_SHORT = {
-    "tool_call_accuracy": "accuracy",
-    "tool_call_validation": "arguments",
-    "tool_result_verification": "results",
-    "tool_call_appropriateness": "approp.",
-    "prompt_alignment": "alignment",
-    "context_position": "context",
-}
 
 
 def verdict(score: Score, fail_under: float | None = None) -> str:
@@ -105,7 +96,7 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
     t.add_column("agent", overflow="fold", max_width=18)
     t.add_column("tools called", overflow="fold", max_width=28)
     for name in scorer_names:
-        t.add_column(_SHORT.get(name, name), justify="right", overflow="fold")
+        t.add_column(registry.column(name), justify="right", overflow="fold")
     for run in runs:
         traj = run.trajectory
         agent = traj.agent_name or "(no agent span)"
@@ -128,7 +119,7 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
                       highlight=False, soft_wrap=True)
     if len(issues) > 20:
         console.print(f"  … {len(issues) - 20} more issues (use --format json for all)")
-    if any(s.value is None and not s.error and s.name == "tool_call_accuracy" for r in runs for s in r.scores):
+    if any(s.value is None and not s.error and s.name in registry.EXPECTATION_SCORERS for r in runs for s in r.scores):
         console.print(f"  skipped: {SKIPPED_HOW}", highlight=False, markup=False, soft_wrap=True)
     # soft_wrap: one line each in a CI log, where a grep for the summary or a score must find it
     console.print(summary_line(runs, problems, fail_under), highlight=False, soft_wrap=True)
@@ -138,7 +129,7 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
 
 #: how a run gets an expectation, for people reading a report full of ``skipped``
 SKIPPED_HOW = (
-    "tool_call_accuracy needs an expected tool: --expected-tool/--expected-tool-order, "
+    f"{', '.join(registry.EXPECTATION_SCORERS)} needs an expected tool: --expected-tool/--expected-tool-order, "
     "the toolscore.expected_tool / toolscore.expected_tool_order attribute on the agent span, "
     "or rules in the YAML file of --config / $OTEL_TOOLSCORE_CONFIG (rules: - agent: REGEX, expected_tool: NAME)"
 )
@@ -166,13 +157,10 @@ def gate_lines(runs: Sequence[ScoredRun], fail_under: float | None, limit: int =
 def _issues(score: Score) -> list[str]:
     """One line per issue a code scorer found, for the table's footer."""
     out = []
-    for call in score.details.get("tool_calls", []) if isinstance(score.details, dict) else []:
-        if not isinstance(call, dict):
-            continue
-        for issue in call.get("issues", []):
-            if isinstance(issue, dict):
-                where = f" {issue['path']}" if issue.get("path") else ""
-                out.append(f"{call.get('name')}{where}: {issue.get('type')} ({issue.get('severity')})")
+    for call in score.calls:
+        for issue in call.issues:
+            where = f" {issue.path}" if issue.path else ""
+            out.append(f"{call.name}{where}: {issue.type} ({issue.severity})")
     if not out and score.label == "fail" and score.explanation:
         out.append(score.explanation)
     return out

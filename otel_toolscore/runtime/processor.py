@@ -49,7 +49,7 @@ from otel_toolscore.config import ToolScoreSettings, load_settings
 from otel_toolscore.conventions import classify
 from otel_toolscore.outputs.otel import Emitter
 from otel_toolscore.runtime.engine import Engine, RunResult
-from otel_toolscore.ingest.otlp import copy_span
+from otel_toolscore.ingest import copy_span
 from otel_toolscore.scorers.base import Scorer
 
 logger = logging.getLogger(__name__)

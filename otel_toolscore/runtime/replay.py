@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from otel_toolscore.ingest.otlp import OtlpSource, read_otlp_json
+from otel_toolscore.ingest import OtlpSource, read_otlp_json
 
 
 def _depths(spans: Sequence[ReadableSpan]) -> list[int]:

@@ -1,11 +1,11 @@
-"""Pieces shared by the per-call scorers: the issue record and trajectory look-ups."""
+"""Pieces shared by the per-call scorers: value shortening, JSON text and trajectory look-ups."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from otel_toolscore.scorers.results import Issue
 from otel_toolscore.trajectory import LLMCall, ToolCall, Trajectory
 
 _MAX_ACTUAL_CHARS = 200
@@ -13,36 +13,6 @@ _MAX_ACTUAL_CHARS = 200
 # (encode() keeps no state between calls, so sharing them is safe).
 _SMALL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 _CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-@dataclass(frozen=True, slots=True)
-class Issue:
-    """One problem found in one tool call (the ``issues`` entries of per-call details)."""
-
-    type: str
-    severity: str
-    message: str
-    path: str | None = None
-    expected: Any = None
-    actual: Any = None
-    #: what would fix it; reported in the call's ``suggestions``, not inside the issue
-    suggestion: str | None = None
-    #: what a person paged by the issue checks it against: ``sentence`` (of the response),
-    #: ``fact`` (as written), ``result`` (the part of the result it contradicts)
-    evidence: dict[str, str] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "type": self.type,
-            "severity": self.severity,
-            "path": self.path,
-            "message": self.message,
-            "expected": self.expected,
-            "actual": self.actual,
-        }
-        if self.evidence:
-            out.update(self.evidence)
-        return out
 
 
 def suggestions_of(issues: list[Issue]) -> list[str]:

@@ -516,8 +516,10 @@ class FactIndex:
         conversions = _CONVERSIONS.get(fact.unit or "", ()) if fact.kind == "number" else ()
         for i, convert in enumerate(conversions):
             inverse = conversions[1 - i]  # every conversion is increasing, with its inverse beside it
-            if self._any_within(inverse(value - half), inverse(value + half),
-                                lambda s, c=convert: round(c(s), decimals) == value):
+            def converted(source: float, convert: Callable[[float], float] = convert) -> bool:
+                return round(convert(source), decimals) == value
+
+            if self._any_within(inverse(value - half), inverse(value + half), converted):
                 return True
         return False
 

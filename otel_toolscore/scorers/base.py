@@ -1,11 +1,11 @@
-"""What every scorer shares: the ``Score`` it returns, the ``Scorer`` base, the registry, and
-where expectations (ground truth) come from.
+"""What every scorer shares: the ``Score`` it returns, the ``Scorer`` base, scorers by name,
+and where expectations (ground truth) come from.
 
 A scorer is a small object with ``name``, ``kind`` and ``score(trajectory) -> Score``. The
 judgement lives in ``_score``; ``score`` wraps it so that nothing a scorer does can raise into
 the processor or the CLI (DESIGN.md, "Failure is not a score"): an unexpected exception becomes
-a ``Score`` with no value, label ``error`` and ``error`` set to a short type. Registration is
-kept apart from the judgement: ``@register`` only records the class under its name.
+a ``Score`` with no value, label ``error`` and ``error`` set to a short type. Which scorers exist
+is ``registry.py``'s; how each is built from its options is the scorer's own (``from_options``).
 """
 
 from __future__ import annotations
@@ -13,29 +13,22 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from otel_toolscore import semconv
+from otel_toolscore.scorers.registry import BY_NAME, CODE_SCORERS, EXPECTATION_SCORERS, ScorerKind
+from otel_toolscore.scorers.results import CallResult, read_call_results
 from otel_toolscore.trajectory import Trajectory
-
-ScorerKind = Literal["code", "llm"]
 
 LABEL_PASS = "pass"
 LABEL_FAIL = "fail"
 LABEL_SKIPPED = "skipped"
 LABEL_ERROR = "error"
 LABEL_NO_TOOL_CALLS = "no_tool_calls"
-
-#: the deterministic scorers that run on the hot path (microseconds per trajectory)
-CODE_SCORERS: tuple[str, ...] = (
-    "tool_call_accuracy",
-    "tool_call_validation",
-    "tool_result_verification",
-)
 
 _MAX_ERROR_MESSAGE = 300
 
@@ -55,6 +48,10 @@ class Score(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     #: None, or a short error type (``error.type`` when emitted)
     error: str | None = None
+    #: the scorer's typed per-call results, ``details["tool_calls"]`` being their JSON view;
+    #: None for a scorer that writes only JSON (``calls`` reads that back). Not validated
+    #: (built by code, not parsed) and not part of ``to_dict``: details already carry it.
+    call_results: SkipValidation[tuple[CallResult, ...] | None] = Field(default=None, exclude=True, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +62,14 @@ class Score(BaseModel):
             "details": self.details,
             "error": self.error,
         }
+
+    @property
+    def calls(self) -> tuple[CallResult, ...]:
+        """The per-call results every output reads: the scorer's own, else those its JSON
+        details hold (a custom scorer's)."""
+        if self.call_results is not None:
+            return self.call_results
+        return read_call_results(self.details)
 
     @property
     def outcome(self) -> Literal["scored", "skipped", "error"]:
@@ -144,6 +149,18 @@ class Scorer(ABC):
     def _score(self, trajectory: Trajectory) -> Score:
         """The judgement itself; may raise, ``score`` turns that into an error score."""
 
+    @classmethod
+    def from_options(cls, options: dict[str, Any], inputs: BuildInputs) -> Scorer:
+        """The scorer named in the settings (``scorers``, ``--scorer``), built from its
+        ``scorer_options`` entry."""
+        return cls(**options)
+
+    @classmethod
+    def for_default_set(cls, options: dict[str, Any], inputs: BuildInputs) -> Scorer | None:
+        """The scorer as one of the default set (no scorer named; code scorers only); None
+        leaves it out (its inputs cannot be had)."""
+        return cls.from_options(options, inputs)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
@@ -158,37 +175,71 @@ def _check_json_serialisable(details: dict[str, Any]) -> None:
     _STRICT_ENCODER.encode(details)
 
 
-# --- registry -----------------------------------------------------------------------------------
-
-SCORERS: dict[str, type[Scorer]] = {}
+# --- scorers by name ---------------------------------------------------------------------------
 
 _S = TypeVar("_S", bound=type[Scorer])
 
 
+#: custom scorer classes given to ``register``
+_REGISTERED: dict[str, type[Scorer]] = {}
+
+
+class _ScorerClasses(Mapping[str, "type[Scorer]"]):
+    """Scorer classes by name: the registry's built-ins, each imported when first asked for,
+    and the custom ones given to ``register``."""
+
+    def __getitem__(self, name: str) -> type[Scorer]:
+        registered = _REGISTERED.get(name)
+        if registered is not None:
+            return registered
+        return BY_NAME[name].load()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*BY_NAME, *_REGISTERED]))
+
+    def __len__(self) -> int:
+        return len(BY_NAME.keys() | _REGISTERED.keys())
+
+
+SCORERS: Mapping[str, type[Scorer]] = _ScorerClasses()
+
+
 def register(cls: _S) -> _S:
-    """Record a scorer class under its ``name`` (a class decorator)."""
+    """Make a custom scorer class known by its ``name`` (a class decorator), for the settings'
+    ``scorers`` and ``get_scorer``; the built-ins are the registry's."""
     existing = SCORERS.get(cls.name)
     if existing is not None and existing is not cls:
         raise ScorerConfigError(f"scorer name {cls.name!r} already registered by {existing!r}")
-    SCORERS[cls.name] = cls
+    _REGISTERED[cls.name] = cls
     return cls
 
 
-def get_scorer(name: str, **options: Any) -> Scorer:
-    """Build a registered scorer by name with its options."""
-    # Importing the package registers the built-in scorers; done here, not at module import,
-    # because the scorer modules themselves import this one.
-    import otel_toolscore.scorers  # noqa: F401
-
+def scorer_class(name: str) -> type[Scorer]:
+    """The class of a scorer by name; ScorerConfigError naming the known ones otherwise."""
     try:
-        cls = SCORERS[name]
+        return SCORERS[name]
     except KeyError:
         known = ", ".join(sorted(SCORERS)) or "none"
         raise ScorerConfigError(f"unknown scorer {name!r} (known: {known})") from None
-    return cls(**options)
+
+
+def get_scorer(name: str, **options: Any) -> Scorer:
+    """Build a scorer by name with its options."""
+    return scorer_class(name)(**options)
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What the settings give every scorer besides its own options."""
+
+    schemas: Mapping[str, Any] | None = None
+    allow_unknown_tools: bool = False
+    #: scorers that need an expectation read each run's own when configured without one
+    per_run_expectations: bool = False
 
 
 def default_code_scorers(
+    options: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     expected_tool: str | None = None,
     expected_tool_order: Sequence[str] | str | None = None,
@@ -196,43 +247,21 @@ def default_code_scorers(
     per_run_expectations: bool = False,
     schemas: Mapping[str, Any] | None = None,
     allow_unknown_tools: bool = False,
-    validation_strict: bool = False,
-    cross_turn: bool = False,
-    hallucination_threshold: float = 0.3,
-    no_output_tools: Sequence[str] = (),
-    handoff_tools: Sequence[str] = (),
 ) -> list[Scorer]:
-    """Every code scorer whose inputs are available.
+    """Every code scorer whose inputs are available, with its ``options`` entry.
 
-    ``tool_call_accuracy`` needs an expectation: it is built when ``expected_tool`` or
-    ``expected_tool_order`` is given, or, with ``per_run_expectations=True``, in the mode that
-    reads each run's ``toolscore.*`` attributes (runs without them are ``skipped``).
-    ``strict`` belongs to tool_call_accuracy; ``validation_strict`` is tool_call_validation's.
+    A scorer that needs an expectation (``tool_call_accuracy``) is built when one is given
+    (``expected_tool``/``expected_tool_order``, or in its options), or, with
+    ``per_run_expectations=True``, in the mode that reads each run's ``toolscore.*`` attributes
+    (runs without them are ``skipped``); otherwise it is left out.
     """
-    from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
-    from otel_toolscore.scorers.tool_results import ToolResultVerification
-    from otel_toolscore.scorers.tool_validation import ToolCallValidation
-
-    scorers: list[Scorer] = []
-    order = parse_tool_order(expected_tool_order)
-    if expected_tool or order:
-        scorers.append(
-            ToolCallAccuracy(expected_tool=expected_tool, expected_tool_order=order, strict=strict)
-        )
-    elif per_run_expectations:
-        scorers.append(ToolCallAccuracy.from_trajectory_expectations(strict=strict))
-    scorers.append(
-        ToolCallValidation(
-            schemas=schemas, allow_unknown_tools=allow_unknown_tools, strict=validation_strict
-        )
-    )
-    scorers.append(
-        ToolResultVerification(
-            cross_turn=cross_turn, hallucination_threshold=hallucination_threshold,
-            no_output_tools=no_output_tools, handoff_tools=handoff_tools,
-        )
-    )
-    return scorers
+    by_name = {name: dict(opts) for name, opts in (options or {}).items()}
+    expectation = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
+    for name in EXPECTATION_SCORERS:
+        by_name.setdefault(name, {}).update({k: v for k, v in expectation.items() if v is not None})
+    inputs = BuildInputs(schemas, allow_unknown_tools, per_run_expectations)
+    built = (scorer_class(name).for_default_set(by_name.get(name, {}), inputs) for name in CODE_SCORERS)
+    return [scorer for scorer in built if scorer is not None]
 
 
 # --- expectations -------------------------------------------------------------------------------
@@ -347,8 +376,6 @@ def resolve_expectations(
 
 # --- small shared helpers -------------------------------------------------------------------
 
-SEVERITY_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2, "critical": 3}
-
 
 def penalised_score(severities: Iterable[str], weights: Mapping[str, float]) -> float:
     """``max(0, 1 − Σ weight)``, rounded to 2 decimals only to drop float noise (weights are
@@ -371,34 +398,12 @@ def build_scorers(
     """Scorers by name with their options, as the CLI and the processor configure them.
 
     Without names: every code scorer whose inputs a run can have (``default_code_scorers``),
-    with tool_call_accuracy reading each run's own expectations. ``tool_call_accuracy`` named
-    without an expectation option also reads them per run (runs without one are skipped).
+    those that need an expectation reading each run's own. A scorer named without an
+    expectation option reads them per run too (runs without one are skipped).
     """
     options = options or {}
-    accuracy = dict(options.get("tool_call_accuracy", {}))
     if not names:
-        # the options of tool_result_verification apply to the default set too
-        results = {k: v for k, v in options.get("tool_result_verification", {}).items()
-                   if k in ("cross_turn", "hallucination_threshold", "no_output_tools", "handoff_tools")}
-        return default_code_scorers(
-            expected_tool=accuracy.get("expected_tool"),
-            expected_tool_order=accuracy.get("expected_tool_order"),
-            strict=accuracy.get("strict"),
-            per_run_expectations=True,
-            schemas=schemas,
-            allow_unknown_tools=allow_unknown_tools,
-            **results,
-        )
-    from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
-
-    built: list[Scorer] = []
-    for name in names:
-        opts = dict(options.get(name, {}))
-        if name == "tool_call_accuracy" and not (opts.get("expected_tool") or parse_tool_order(opts.get("expected_tool_order"))):
-            built.append(ToolCallAccuracy.from_trajectory_expectations(strict=opts.get("strict")))
-            continue
-        if name == "tool_call_validation":
-            opts.setdefault("schemas", schemas)
-            opts.setdefault("allow_unknown_tools", allow_unknown_tools)
-        built.append(get_scorer(name, **opts))
-    return built
+        return default_code_scorers(options, per_run_expectations=True, schemas=schemas,
+                                    allow_unknown_tools=allow_unknown_tools)
+    inputs = BuildInputs(schemas, allow_unknown_tools, per_run_expectations=True)
+    return [scorer_class(name).from_options(dict(options.get(name, {})), inputs) for name in names]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from otel_toolscore.scorers.base import Score, ScorerConfigError, register
+from otel_toolscore.scorers.base import Score, ScorerConfigError
 from otel_toolscore.scorers.judge import JudgeOutput, JudgeUsage, LLMScorer, YesNo, expect_count, fraction_label
 from otel_toolscore.scorers.redaction import DATA_RULE, as_text
 from otel_toolscore.trajectory import Trajectory
@@ -63,7 +63,6 @@ def _context_list(value: Sequence[str] | None) -> list[str] | None:
     return list(value)
 
 
-@register
 class ContextPosition(LLMScorer):
     name = "context_position"
 

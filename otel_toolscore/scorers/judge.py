@@ -324,7 +324,7 @@ def _import_litellm() -> Any:
 
     # litellm prints "Give Feedback / Get Help" banners to stdout on errors; they would corrupt
     # the CLI's JSON output. It only silences those banners.
-    litellm.suppress_debug_info = True
+    litellm.suppress_debug_info = True  # type: ignore[attr-defined]
     # The first completion imports the provider SDK's resource modules lazily (over a second on
     # a busy machine), blocking the judge loop inside the first attempt, whose deadline would
     # then expire on the client's own import. Import them here, before any deadline starts.
@@ -428,7 +428,7 @@ class JudgeClient:
     def _response_format(self, output: type[BaseModel], name: str) -> tuple[dict[str, Any] | None, bool]:
         """The response_format to send (None: none), and whether the schema must also go into
         the prompt."""
-        mode = self.settings.structured_output
+        mode: str = self.settings.structured_output
         if mode == "auto":
             mode = self._supported_mode()
         if mode == "json_schema":

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from otel_toolscore.scorers.base import Score, ScorerConfigError, register
+from otel_toolscore.scorers.base import Score, ScorerConfigError
 from otel_toolscore.scorers.judge import (
     JudgeOutput,
     JudgeUsage,
@@ -78,7 +78,6 @@ def _instruction_list(value: Sequence[str] | str | None) -> list[str] | None:
     return [i.strip() for i in items if i.strip()]
 
 
-@register
 class PromptAlignment(LLMScorer):
     name = "prompt_alignment"
 

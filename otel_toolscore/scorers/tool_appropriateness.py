@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field
 
-from otel_toolscore.scorers.base import Score, ScorerConfigError, register
+from otel_toolscore.scorers.base import Score, ScorerConfigError
 from otel_toolscore.scorers.judge import (
     Flag,
     JudgeOutput,
@@ -74,7 +74,6 @@ def _tools_of(value: Any) -> list[dict[str, str | None]]:
     return tools
 
 
-@register
 class ToolCallAppropriateness(LLMScorer):
     name = "tool_call_appropriateness"
 

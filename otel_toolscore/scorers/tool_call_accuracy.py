@@ -16,11 +16,13 @@ each run's ``toolscore.*`` attributes; a run without any is ``skipped``, never 0
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from otel_toolscore.scorers.base import (
     LABEL_FAIL,
     LABEL_PASS,
+    BuildInputs,
     Expectations,
     InvalidExpectationError,
     Score,
@@ -29,9 +31,9 @@ from otel_toolscore.scorers.base import (
     parse_bool,
     parse_expected_tool,
     parse_tool_order,
-    register,
     resolve_expectations,
 )
+from otel_toolscore.scorers.results import CallResult, json_view
 from otel_toolscore.trajectory import Trajectory
 
 ExpectationMode = Literal["options", "from_run"]
@@ -58,7 +60,6 @@ def single_tool_called(expected: str, actual: Sequence[str | None], strict: bool
     return expected in actual
 
 
-@register
 class ToolCallAccuracy(Scorer):
     """Binary check of the called tools against an expected tool or tool order."""
 
@@ -96,6 +97,25 @@ class ToolCallAccuracy(Scorer):
         """The per-run mode: expectations read from each run's ``toolscore.*`` attributes."""
         return cls(strict=strict, expectations="from_run")
 
+    @classmethod
+    def from_options(cls, options: dict[str, Any], inputs: BuildInputs) -> ToolCallAccuracy:
+        """Named without an expected tool: each run's own expectation (runs without one are skipped)."""
+        if options.get("expected_tool") or parse_tool_order(options.get("expected_tool_order")):
+            return cls(**options)
+        return cls.from_trajectory_expectations(strict=options.get("strict"))
+
+    @classmethod
+    def for_default_set(cls, options: dict[str, Any], inputs: BuildInputs) -> ToolCallAccuracy | None:
+        """In the default set only with an expectation: given, or each run's own (per run)."""
+        expected_tool = options.get("expected_tool")
+        order = parse_tool_order(options.get("expected_tool_order"))
+        strict = options.get("strict")
+        if expected_tool or order:
+            return cls(expected_tool=expected_tool, expected_tool_order=order, strict=strict)
+        if inputs.per_run_expectations:
+            return cls.from_trajectory_expectations(strict=strict)
+        return None
+
     def _score(self, trajectory: Trajectory) -> Score:
         expectation = resolve_expectations(
             trajectory, self.expected_tool, self.expected_tool_order, self.strict
@@ -119,6 +139,7 @@ def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score
     order = list(expectation.expected_tool_order or ())
     tool = expectation.expected_tool
 
+    results = tuple(CalledTool.of(call, index) for index, call in enumerate(calls))
     correct_tool = single_tool_called(tool, actual, strict) if tool else False
     correct_order: bool | None = None
     if order:
@@ -135,9 +156,7 @@ def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score
         "has_tool_calls": bool(calls),
         "correct_tool_called": correct_tool,
         "correct_order_called": correct_order,
-        "tool_calls": [
-            {"id": call.id, "name": call.name, "span_id": call.span_id} for call in calls
-        ],
+        "tool_calls": json_view(results),
         "expectation_source": expectation.source,
     }
     return Score(
@@ -146,7 +165,16 @@ def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score
         label=LABEL_PASS if passed else LABEL_FAIL,
         explanation=_explain(actual, tool, order, strict, passed),
         details=details,
+        call_results=results,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CalledTool(CallResult):
+    """A call of the run as tool_call_accuracy lists it: no per-call score, no issues."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.call_id, "name": self.name, "span_id": self.span_id}
 
 
 def _names(names: Sequence[str | None]) -> str:

@@ -56,7 +56,7 @@ from functools import lru_cache
 from typing import Any
 
 from otel_toolscore.conventions.parsing import nested_deeper_than
-from otel_toolscore.scorers._common import Issue, clip, small_json, step_positions
+from otel_toolscore.scorers._common import clip, small_json, step_positions
 from otel_toolscore.scorers._facts import (
     MAX_TEXT,
     Fact,
@@ -71,17 +71,17 @@ from otel_toolscore.scorers.base import (
     LABEL_FAIL,
     LABEL_NO_TOOL_CALLS,
     LABEL_PASS,
+    BuildInputs,
     Score,
     Scorer,
     ScorerConfigError,
     mean2,
     penalised_score,
-    register,
 )
+from otel_toolscore.scorers.results import CallResult, Issue, json_view
 from otel_toolscore.trajectory import LLMCall, ToolCall, Trajectory
 
 SEVERITY_WEIGHTS: dict[str, float] = {"critical": 1.0, "high": 0.6, "medium": 0.3, "low": 0.1}
-_BLOCKING = frozenset({"high", "critical"})
 
 _MAX_SALIENT = 200
 _MAX_PARSE = 200_000
@@ -469,7 +469,10 @@ def final_response(trajectory: Trajectory, llms: list[LLMCall]) -> str:
 # --- the scorer ---------------------------------------------------------------------------------
 
 
-@register
+#: the constructor's options
+_OPTIONS = ("cross_turn", "hallucination_threshold", "no_output_tools", "handoff_tools")
+
+
 class ToolResultVerification(Scorer):
     """Checks each tool result against the response; see the module docstring."""
 
@@ -494,6 +497,11 @@ class ToolResultVerification(Scorer):
         self.no_output_tools = frozenset(no_output_tools)
         self.handoff_tools = frozenset(handoff_tools)
 
+    @classmethod
+    def for_default_set(cls, options: dict[str, Any], inputs: BuildInputs) -> ToolResultVerification:
+        # the default set takes the options this scorer knows and leaves any others
+        return cls(**{k: v for k, v in options.items() if k in _OPTIONS})
+
     def _score(self, trajectory: Trajectory) -> Score:
         calls, call_positions, llms, llm_positions = step_positions(trajectory)
         if not calls:
@@ -503,6 +511,7 @@ class ToolResultVerification(Scorer):
                 label=LABEL_NO_TOOL_CALLS,
                 explanation="No tool calls, so no tool results to verify.",
                 details={"tool_calls": [], "summary": _summary([]), "response_available": False},
+                call_results=(),
             )
         final = final_response(trajectory, llms)
         results = [structured_result(call) for call in calls]
@@ -561,7 +570,7 @@ class ToolResultVerification(Scorer):
     def _check_call(
         self, call: ToolCall, result: tuple[Any, bool], response: Response, outcomes: _Outcomes, i: int,
         ends_run: bool, limits: list[str] | None = None, orphans: bool = False,
-    ) -> dict[str, Any]:
+    ) -> VerifiedCall:
         issues: list[Issue] = []
         what = f"result of call {call.id or call.name or '?'}"
         value, malformed = result
@@ -632,20 +641,15 @@ class ToolResultVerification(Scorer):
                 )
             )
         severities = [issue.severity for issue in issues]
-        return {
-            "tool_call_id": call.id,
-            "name": call.name,
-            "score": penalised_score(severities, SEVERITY_WEIGHTS),
-            "hallucinated": hallucinated,
-            "hallucination_score": hallucination_score,
-            "integrated": integrated,
-            "ungrounded_facts": [fact.text for fact in ungrounded],
-            "issues": [issue.to_dict() for issue in issues],
-        }
+        return VerifiedCall.of(
+            call, i, score=penalised_score(severities, SEVERITY_WEIGHTS), issues=tuple(issues),
+            hallucinated=hallucinated, hallucination_score=hallucination_score, integrated=integrated,
+            ungrounded_facts=tuple(fact.text for fact in ungrounded),
+        )
 
     # trajectory -------------------------------------------------------------------------------
 
-    def _summarise(self, reports: list[dict[str, Any]], response_available: bool,
+    def _summarise(self, reports: list[VerifiedCall], response_available: bool,
                    limits: list[str] | None = None, ungrounded: list[Fact] | None = None) -> Score:
         summary = _summary(reports)
         passed = summary["valid_calls"] == summary["total_calls"]
@@ -665,7 +669,7 @@ class ToolResultVerification(Scorer):
         if not response_available:
             explanation += " No response text was recorded, so only the results were checked."
         details: dict[str, Any] = {
-            "tool_calls": reports,
+            "tool_calls": json_view(reports),
             "summary": summary,
             "response_available": response_available,
             "ungrounded_facts": [fact.text for fact in ungrounded or []],
@@ -679,7 +683,33 @@ class ToolResultVerification(Scorer):
             label=LABEL_PASS if passed else LABEL_FAIL,
             explanation=explanation,
             details=details,
+            call_results=tuple(reports),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedCall(CallResult):
+    """One call's result as tool_result_verification checked it against the response."""
+
+    score: float = 1.0
+    #: the share of the response's facts that nothing supports exceeds the threshold
+    hallucinated: bool = False
+    hallucination_score: float = 0.0
+    #: the response uses the result (or reports the failure, for an error)
+    integrated: bool = False
+    ungrounded_facts: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool_call_id": self.call_id,
+            "name": self.name,
+            "score": self.score,
+            "hallucinated": self.hallucinated,
+            "hallucination_score": self.hallucination_score,
+            "integrated": self.integrated,
+            "ungrounded_facts": list(self.ungrounded_facts),
+            "issues": [issue.to_dict() for issue in self.issues],
+        }
 
 
 #: characters of the flagged sentence in the explanation: the lead must fit the attribute cap
@@ -687,17 +717,18 @@ class ToolResultVerification(Scorer):
 _LEAD_SENTENCE = 150
 
 
-def _evidence_lead(reports: list[dict[str, Any]]) -> str | None:
+def _evidence_lead(reports: list[VerifiedCall]) -> str | None:
     """The first flag as a person reads it: the fact or claim, and the sentence that states it."""
     for report in reports:
-        for issue in report["issues"]:
-            sentence = issue.get("sentence")
-            if issue["type"] == "hallucinated_content" and sentence:
-                return f"States {issue['fact']}, which no tool result supports: '{clip(sentence, _LEAD_SENTENCE)}'."
-            if issue["type"] == "contradicts_response" and sentence:
-                claim = issue["message"].split(":", 1)[0]
+        for issue in report.issues:
+            evidence = issue.evidence or {}
+            sentence = evidence.get("sentence")
+            if issue.type == "hallucinated_content" and sentence:
+                return f"States {evidence['fact']}, which no tool result supports: '{clip(sentence, _LEAD_SENTENCE)}'."
+            if issue.type == "contradicts_response" and sentence:
+                claim = (issue.message or "").split(":", 1)[0]
                 return (f"{claim[:1].upper()}{claim[1:]}: '{clip(sentence, _LEAD_SENTENCE)}' "
-                        f"({report['name']} returned {clip(str(issue.get('result')), 60)}).")
+                        f"({report.name} returned {clip(str(evidence.get('result')), 60)}).")
     return None
 
 
@@ -811,19 +842,17 @@ def _integration_issues(used: int, total: int) -> list[Issue]:
     return []
 
 
-def _summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
+def _summary(reports: list[VerifiedCall]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for report in reports:
-        for issue in report["issues"]:
-            counts[issue["type"]] = counts.get(issue["type"], 0) + 1
+        for issue in report.issues:
+            counts[issue.type] = counts.get(issue.type, 0) + 1
     return {
         "total_calls": len(reports),
-        "valid_calls": sum(
-            1 for r in reports if not any(i["severity"] in _BLOCKING for i in r["issues"])
-        ),
-        "hallucinated_calls": sum(1 for r in reports if r["hallucinated"]),
-        "integrated_calls": sum(1 for r in reports if r["integrated"]),
-        "average_score": mean2([r["score"] for r in reports]) if reports else 1.0,
+        "valid_calls": sum(1 for r in reports if not r.blocking),
+        "hallucinated_calls": sum(1 for r in reports if r.hallucinated),
+        "integrated_calls": sum(1 for r in reports if r.integrated),
+        "average_score": mean2([r.score for r in reports]) if reports else 1.0,
         "issues": sum(counts.values()),
         "issue_counts": counts,
     }

@@ -37,7 +37,6 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 
 from otel_toolscore.scorers._common import (
-    Issue,
     canonical_json,
     clip,
     json_type,
@@ -49,17 +48,17 @@ from otel_toolscore.scorers.base import (
     LABEL_FAIL,
     LABEL_NO_TOOL_CALLS,
     LABEL_PASS,
+    BuildInputs,
     Score,
     Scorer,
     ScorerConfigError,
     mean2,
     penalised_score,
-    register,
 )
+from otel_toolscore.scorers.results import BLOCKING_SEVERITIES, CallResult, Issue, json_view
 from otel_toolscore.trajectory import LLMCall, ToolCall, ToolDefinition, Trajectory
 
 SEVERITY_WEIGHTS: dict[str, float] = {"critical": 1.0, "high": 0.7, "medium": 0.4, "low": 0.1}
-_BLOCKING = frozenset({"high", "critical"})
 _MAX_OFFERED_IN_DETAILS = 20
 _MAX_ISSUES_PER_CALL = 50
 
@@ -272,7 +271,6 @@ def _new_user_message(
 # --- the scorer ---------------------------------------------------------------------------------
 
 
-@register
 class ToolCallValidation(Scorer):
     """Schema and shape checks of every tool call; see the module docstring."""
 
@@ -298,6 +296,20 @@ class ToolCallValidation(Scorer):
         self.allow_unknown_tools = bool(allow_unknown_tools)
         self.strict = bool(strict)
 
+    @classmethod
+    def from_options(cls, options: dict[str, Any], inputs: BuildInputs) -> ToolCallValidation:
+        """The settings' tool schemas unless its options give its own."""
+        options.setdefault("schemas", inputs.schemas)
+        options.setdefault("allow_unknown_tools", inputs.allow_unknown_tools)
+        return cls(**options)
+
+    @classmethod
+    def for_default_set(cls, options: dict[str, Any], inputs: BuildInputs) -> ToolCallValidation:
+        # The default set has always built it from the settings' schemas alone, leaving its
+        # scorer_options entry unread (the other code scorers read theirs): kept, because reading
+        # it would change what an existing configuration scores.
+        return cls(schemas=inputs.schemas, allow_unknown_tools=inputs.allow_unknown_tools)
+
     def _score(self, trajectory: Trajectory) -> Score:
         calls = trajectory.tool_calls
         if not calls:
@@ -307,6 +319,7 @@ class ToolCallValidation(Scorer):
                 label=LABEL_NO_TOOL_CALLS,
                 explanation="No tool calls to validate.",
                 details={"tool_calls": [], "issue_counts": {}},
+                call_results=(),
             )
         specs = {**specs_from_trajectory(trajectory), **self.specs}
         offered_by_llm = {
@@ -317,7 +330,7 @@ class ToolCallValidation(Scorer):
         repeats = find_repeated_calls(trajectory)
         memo: dict[str, CompiledSchema | None] = {}
         reports = [
-            self._check_call(call, specs, memo, offered_by_llm, repeats.get(index))
+            self._check_call(call, specs, memo, offered_by_llm, repeats.get(index), index)
             for index, call in enumerate(calls)
         ]
         return self._summarise(reports)
@@ -331,7 +344,8 @@ class ToolCallValidation(Scorer):
         memo: dict[str, CompiledSchema | None],
         offered_by_llm: Mapping[str, list[str]],
         repeat_of: int | None,
-    ) -> dict[str, Any]:
+        index: int,
+    ) -> CheckedCall:
         issues: list[Issue] = []
         name = call.name.strip() if isinstance(call.name, str) else None
         compiled: CompiledSchema | None = None
@@ -347,18 +361,14 @@ class ToolCallValidation(Scorer):
         issues = issues[:_MAX_ISSUES_PER_CALL]
 
         severities = [issue.severity for issue in issues]
-        if self.strict and _BLOCKING.intersection(severities):
+        if self.strict and BLOCKING_SEVERITIES.intersection(severities):
             call_score = 0.0
         else:
             call_score = penalised_score(severities, SEVERITY_WEIGHTS)
-        return {
-            "tool_call_id": call.id,
-            "name": call.name,
-            "score": call_score,
-            "valid": "critical" not in severities,
-            "issues": [issue.to_dict() for issue in issues],
-            "suggestions": suggestions_of(issues),
-        }
+        return CheckedCall.of(
+            call, index, score=call_score, issues=tuple(issues),
+            valid="critical" not in severities, suggestions=tuple(suggestions_of(issues)),
+        )
 
     def _tool_issues(
         self,
@@ -391,18 +401,15 @@ class ToolCallValidation(Scorer):
 
     # trajectory -------------------------------------------------------------------------------
 
-    def _summarise(self, reports: list[dict[str, Any]]) -> Score:
-        all_issues = [issue for report in reports for issue in report["issues"]]
+    def _summarise(self, reports: list[CheckedCall]) -> Score:
         counts: dict[str, int] = {}
-        for issue in all_issues:
-            counts[issue["type"]] = counts.get(issue["type"], 0) + 1
-        passed = all(
-            report["valid"] and not any(i["severity"] in _BLOCKING for i in report["issues"])
-            for report in reports
-        )
-        value = mean2([report["score"] for report in reports])
-        bad = sum(1 for report in reports if report["issues"])
-        if not all_issues:
+        for report in reports:
+            for issue in report.issues:
+                counts[issue.type] = counts.get(issue.type, 0) + 1
+        passed = all(report.valid and not report.blocking for report in reports)
+        value = mean2([report.score for report in reports])
+        bad = sum(1 for report in reports if report.issues)
+        if not counts:
             explanation = f"All {len(reports)} tool call(s) are valid against their schemas."
         else:
             top = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
@@ -412,8 +419,29 @@ class ToolCallValidation(Scorer):
             value=value,
             label=LABEL_PASS if passed else LABEL_FAIL,
             explanation=explanation,
-            details={"tool_calls": reports, "issue_counts": counts},
+            details={"tool_calls": json_view(reports), "issue_counts": counts},
+            call_results=tuple(reports),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedCall(CallResult):
+    """One call as tool_call_validation checked it."""
+
+    score: float = 1.0
+    #: no critical issue: the call could be made as recorded
+    valid: bool = True
+    suggestions: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool_call_id": self.call_id,
+            "name": self.name,
+            "score": self.score,
+            "valid": self.valid,
+            "issues": [issue.to_dict() for issue in self.issues],
+            "suggestions": list(self.suggestions),
+        }
 
 
 # --- argument checks ------------------------------------------------------------------------

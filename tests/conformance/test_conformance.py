@@ -19,9 +19,8 @@ import pytest
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.trajectory import Trajectory
 
-HERE = Path(__file__).resolve().parent
-SHARED = HERE.parents[2] / "shared" / "fixtures" / "traces"
-CAPTURES = HERE / "captures"
+from tests.support.paths import CAPTURES, FIXTURES
+
 
 
 def _corpus(root: Path) -> list[tuple[Path, dict[str, Any]]]:
@@ -37,7 +36,7 @@ def _corpus(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
-CASES = _corpus(SHARED) + _corpus(CAPTURES)
+CASES = _corpus(FIXTURES) + _corpus(CAPTURES)
 
 
 def _pending(path: Path) -> str | None:
@@ -76,9 +75,9 @@ def _is_error_result(expected: Any) -> bool:
 
 
 def test_corpus_is_present() -> None:
-    if not SHARED.is_dir():
-        pytest.skip(f"shared fixtures not found at {SHARED}")
-    stacks = {p.parent.name for p, _ in _corpus(SHARED)}
+    if not FIXTURES.is_dir():
+        pytest.skip(f"shared fixtures not found at {FIXTURES}")
+    stacks = {p.parent.name for p, _ in _corpus(FIXTURES)}
     assert len(stacks) >= 14, stacks
     assert _corpus(CAPTURES), "the repository's own captures are missing (run tests/conformance/generator.py)"
 

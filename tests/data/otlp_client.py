@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_toolscore.ingest.otlp import read_otlp_json
+from otel_toolscore.ingest import read_otlp_json
 
 protocol, endpoint, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
 if protocol == "grpc":

@@ -3,16 +3,14 @@ network address on 127.0.0.1 and no proxy."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+from tests.support.env import without_otel
+from tests.support.paths import REPO
 
 
 def free_port() -> int:
@@ -22,18 +20,15 @@ def free_port() -> int:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This environment less proxies and OTEL_* settings, plus ``extra``."""
-    env = {
-        k: v for k, v in os.environ.items()
-        if not k.startswith(("OTEL_", "PHOENIX_")) and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
-    }
+    """This environment less proxies and OTEL_* and PHOENIX_* settings, plus ``extra``."""
+    env = {k: v for k, v in without_otel("PHOENIX_").items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     env.update(extra)
     return env
 
 
 def run_python(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
 def require_examples_extra(*modules: str) -> None:

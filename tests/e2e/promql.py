@@ -8,15 +8,15 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-DASHBOARD = ROOT / "examples" / "grafana" / "toolscore.json"
-RULES = ROOT / "examples" / "prometheus" / "alerts.yml"
-RULE_TESTS = ROOT / "examples" / "prometheus" / "alerts.test.yml"
+from tests.support.paths import EXAMPLES
+
+DASHBOARD = EXAMPLES / "grafana" / "toolscore.json"
+RULES = EXAMPLES / "prometheus" / "alerts.yml"
+RULE_TESTS = EXAMPLES / "prometheus" / "alerts.test.yml"
 
 # PromQL functions, aggregations and keywords (the identifiers in an expression that are not metrics)
 _KEYWORDS = frozenset(

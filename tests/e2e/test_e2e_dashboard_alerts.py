@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 import yaml
-from promql import (
+
+from tests.e2e.promql import (
     RULE_TESTS,
     RULES,
     Exposition,

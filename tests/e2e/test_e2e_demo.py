@@ -8,13 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_support import clean_env, require_examples_extra, run_python
-from otlp_sink import OtlpSink
 
 from otel_toolscore import semconv
 from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.demo import find_phoenix
-from otel_toolscore.ingest.otlp import load_otlp
+from otel_toolscore.demo_agent.phoenix import find_phoenix
+from otel_toolscore.ingest import load_otlp
+
+from tests.e2e.e2e_support import clean_env, require_examples_extra, run_python
+from tests.support.otlp_sink import OtlpSink
 
 RUNS = ("good", "wrong_tool", "bad_arguments", "hallucinated", "failing_tool")
 #: (scenario, scorer short name in the table, cell)
@@ -113,11 +114,11 @@ def test_demo_with_openinference(tmp_path: Path) -> None:
 
 def test_demo_sends_to_an_otlp_endpoint(tmp_path: Path) -> None:
     with OtlpSink() as sink:
-        out, _ = _demo(["--out", str(tmp_path / "out"), "--otlp-endpoint", sink.endpoint, "--instrumentation",
+        out, _ = _demo(["--out", str(tmp_path / "out"), "--otlp-endpoint", sink.url, "--instrumentation",
                         "builtin"])
-        traces, logs, metrics = sink.get("/v1/traces"), sink.get("/v1/logs"), sink.get("/v1/metrics")
+        traces, logs, metrics = sink.messages("traces"), sink.messages("logs"), sink.messages("metrics")
     assert traces and logs and metrics
-    assert f"to {sink.endpoint} over OTLP/HTTP" in out
+    assert f"to {sink.url} over OTLP/HTTP" in out
     assert not (tmp_path / "out" / "spans.jsonl").exists()  # the backend instead of the files
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from e2e_support import EXAMPLES, clean_env, require_examples_extra, run_python
-from otlp_sink import OtlpSink
 
 from otel_toolscore import semconv
-from otel_toolscore.ingest.otlp import decode_export_request
+from otel_toolscore.ingest import decode_export_request
+
+from tests.e2e.e2e_support import clean_env, require_examples_extra, run_python
+from tests.support.otlp_sink import OtlpSink
+from tests.support.paths import EXAMPLES, REPO
 
 #: scenario → scorer → label every instrumentation stack must produce
 EXPECTED = {
@@ -48,12 +50,12 @@ def _attr(span, key):
 def test_example_agent_is_scored(example: str) -> None:
     require_examples_extra(*EXAMPLE_MODULES[example])
     with OtlpSink() as sink:
-        result = run_python([str(EXAMPLES / example)], clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=sink.endpoint))
+        result = run_python([str(EXAMPLES / example)], clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=sink.url))
         assert result.returncode == 0, result.stdout + result.stderr
-        spans = [s for m in sink.get("/v1/traces") for s in decode_export_request(m)]
-        logs = [r for m in sink.get("/v1/logs") for rl in m.resource_logs for sl in rl.scope_logs
+        spans = [s for m in sink.messages("traces") for s in decode_export_request(m)]
+        logs = [r for m in sink.messages("logs") for rl in m.resource_logs for sl in rl.scope_logs
                 for r in sl.log_records]
-        metrics = {mm.name for m in sink.get("/v1/metrics") for rm in m.resource_metrics
+        metrics = {mm.name for m in sink.messages("metrics") for rm in m.resource_metrics
                    for sm in rm.scope_metrics for mm in sm.metrics}
 
     scored = [s for s in spans if _attr(s, "toolscore.tool_call_validation.score") is not None]
@@ -103,14 +105,12 @@ def test_examples_pins_match_the_conformance_quirks() -> None:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: the test extra installs tomli
         import tomli as tomllib
-    from e2e_support import ROOT
-
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     pins = {req.split("==")[0].split("[")[0]: req.split("==")[1] for req in extras["examples"] if "==" in req}
     assert pins["opentelemetry-instrumentation-openai-v2"] == "2.4b0"
     assert pins["opentelemetry-util-genai"] == "1.1b0"
     assert "httpx" in pins
     # .ci/run builds .venv-phoenix from examples/requirements-phoenix.txt: the same pin as the extra
-    phoenix = [line for line in (ROOT / "examples" / "requirements-phoenix.txt").read_text().splitlines()
+    phoenix = [line for line in (REPO / "examples" / "requirements-phoenix.txt").read_text().splitlines()
                if line and not line.startswith("#")]
     assert phoenix == extras["phoenix"]

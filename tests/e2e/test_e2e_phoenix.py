@@ -10,9 +10,11 @@ import urllib.request
 from typing import Any
 
 import pytest
-from e2e_support import EXAMPLES, clean_env, require_examples_extra, run_python
 
-from otel_toolscore.demo import PHOENIX_INSTALL_HINT, Phoenix, find_phoenix
+from otel_toolscore.demo_agent.phoenix import PHOENIX_INSTALL_HINT, Phoenix, find_phoenix
+
+from tests.e2e.e2e_support import clean_env, require_examples_extra, run_python
+from tests.support.paths import EXAMPLES
 
 PROJECT = "toolscore-e2e"
 

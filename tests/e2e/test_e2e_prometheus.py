@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import EXAMPLES, ROOT, clean_env, free_port, require_examples_extra
-from otlp_sink import OtlpSink
-from promql import RULES, dashboard_queries
+
+from tests.e2e.e2e_support import clean_env, free_port, require_examples_extra
+from tests.e2e.promql import RULES, dashboard_queries
+from tests.support.otlp_sink import OtlpSink
+from tests.support.paths import EXAMPLES, REPO
 
 SCORERS = {"tool_call_accuracy", "tool_call_validation", "tool_result_verification"}
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -65,7 +67,7 @@ def scraped(tmp_path: Path) -> Iterator[_Prometheus]:
         app = subprocess.Popen(
             [sys.executable, str(EXAMPLES / "openai_v2_agent.py"), "--prometheus-port", str(app_port),
              "--linger", "120"],
-            env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=sink.endpoint), cwd=ROOT,
+            env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=sink.url), cwd=REPO,
             stdout=subprocess.DEVNULL, stderr=(tmp_path / "app.log").open("wb"),
         )
         prom = subprocess.Popen(

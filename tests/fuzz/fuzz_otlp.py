@@ -15,8 +15,8 @@ JSON payloads structurally (including JSON held in string attributes, which the 
 parse), so fuzzing reaches past the JSON parser into the decoder, assembly and the scorers.
 
 The contract (input is untrusted; DESIGN.md): each entry point returns spans and problem notes,
-or raises its documented error (``OtlpDecodeError`` from otel_toolscore.ingest.otlp; the server's
-``_Rejection``, an HTTP 4xx, from ``inflate``/``decode_traces``). Anything else is a crash, and
+or raises its documented error (``OtlpDecodeError`` from otel_toolscore.ingest; the server's
+``Rejection``, an HTTP 4xx, from ``inflate``/``decode_traces``). Anything else is a crash, and
 so is any of these, which the code would otherwise swallow:
 
 * a decoder's per-span safety net firing (a "could not be decoded" problem: a span lost to a bug);
@@ -43,12 +43,13 @@ from typing import Any
 import atheris
 
 with atheris.instrument_imports(include=["otel_toolscore"]):
-    from otel_toolscore.runtime.serve import server as _server
+    from otel_toolscore.runtime.serve import _http as _serve_http
+    from otel_toolscore.runtime.serve import _protocol as _serve_protocol
     from otel_toolscore.assemble import build_trajectories
     from otel_toolscore.config import ToolScoreSettings
     from otel_toolscore.outputs.otel import Emitter
     from otel_toolscore.runtime.engine import Engine
-    from otel_toolscore.ingest.otlp import (
+    from otel_toolscore.ingest import (
         MAX_PROBLEMS,
         OtlpBatch,
         OtlpDecodeError,
@@ -272,19 +273,19 @@ def _http(payload: bytes, opts: int) -> None:
     body = payload if opts & 0x10 else _compress(payload, encoding, opts)
     limit = _HTTP_LIMITS[(opts >> 5) % len(_HTTP_LIMITS)]
     try:
-        inflated = _server.inflate(body, encoding, len(payload) if limit is None else limit)
-    except _server._Rejection as rej:
+        inflated = _serve_http.inflate(body, encoding, len(payload) if limit is None else limit)
+    except _serve_protocol.Rejection as rej:
         assert rej.status in (400, 413, 415), rej.status
         return
     if limit is None and not opts & 0x10:
         assert inflated == payload, "inflate changed the body"
     try:
-        decoded = _server.decode_traces(inflated, is_json)
-    except _server._Rejection as rej:
+        decoded = _serve_protocol.decode_traces(inflated, is_json)
+    except _serve_protocol.Rejection as rej:
         assert rej.status == 400, rej.status
         return
     _check_batch(OtlpBatch(decoded.spans, decoded.problems))
-    response = _server._trace_response(decoded)
+    response = _serve_protocol.trace_response(decoded)
     response.SerializeToString()
     json_format.MessageToJson(response, indent=None)
     _score(decoded.spans)

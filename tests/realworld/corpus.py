@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.trajectory import Trajectory
 
-ROOT = Path(__file__).resolve().parents[3] / "shared" / "realworld"
+from tests.support.paths import REALWORLD
+
+ROOT = REALWORLD
 TRACES = ROOT / "tau_airline"
 TRUTH = ROOT / "tau_airline_truth.json"
 SCHEMAS = ROOT / "tool_schemas_airline.json"

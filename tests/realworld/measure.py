@@ -1,6 +1,6 @@
 """The figures of the real-conversation corpus, as the tests check them:
 
-    cd tests && ../.venv/bin/python -m realworld.measure
+    .venv/bin/python -m tests.realworld.measure
 
 reading (runs read exactly, calls read vs made), flags (how many runs are flagged, how many of
 those the verdicts call right), recall on the runs the verdicts call unsupported, and the
@@ -8,8 +8,8 @@ mutation test (clean answers with one fact replaced)."""
 
 from __future__ import annotations
 
-from realworld import corpus, mutation
-from realworld.test_flags import flags, verdicts
+from tests.realworld import corpus, mutation
+from tests.realworld.test_flags import flags, verdicts
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.scorers._facts import Fact, facts_of
 from otel_toolscore.trajectory import Trajectory
 
-from realworld import corpus
+from tests.realworld import corpus
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August", "September",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from realworld import corpus
+from tests.realworld import corpus
 
 pytestmark = pytest.mark.skipif(not corpus.available(), reason=f"shared corpus not found at {corpus.ROOT}")
 

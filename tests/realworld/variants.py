@@ -1,7 +1,7 @@
 """The stricter variants of tool_result_verification whose flags were adjudicated in
 ``verdicts.json`` (``flagged_by``), re-run on the corpus with their precision by the verdicts:
 
-    cd tests && ../.venv/bin/python -m realworld.variants
+    .venv/bin/python -m tests.realworld.variants
 
 The first version's flags (``first_version_e585e32``) come from a checkout of that commit.
 Each variant switches one rule of ``_grounding.Sources`` off by patching it for the run.
@@ -15,8 +15,9 @@ from itertools import repeat
 from typing import Any
 
 from otel_toolscore.scorers._grounding import Sources, _json
-from realworld import corpus
-from realworld.test_flags import OPTIONS, flags, verdicts
+
+from tests.realworld import corpus
+from tests.realworld.test_flags import OPTIONS, flags, verdicts
 
 
 @contextlib.contextmanager

@@ -62,52 +62,29 @@ from __future__ import annotations
 
 import hmac
 import inspect
-import io
-import json
 import logging
 import os
 import signal
-import socket
 import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from google.protobuf import json_format
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-)
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceResponse,
-)
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SpanExporter,
-)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
-from otel_toolscore.runtime.delivery import RetryingExporter
-from otel_toolscore.extras import require
-from otel_toolscore.ingest.otlp import (
-    OtlpDecodeError,
-    _field,
-    decode_export_request,
-    parse_export_request,
-    spans_from_otlp_dict,
-)
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
+from otel_toolscore.runtime.serve import admission
+from otel_toolscore.runtime.serve._forward import Forwarder, check_request
+from otel_toolscore.runtime.serve._grpc import start_grpc
+from otel_toolscore.runtime.serve._http import HttpServer, start_http
+from otel_toolscore.runtime.serve._protocol import RETRY_AFTER_S, Rejection, Reply, decode_traces, traces_reply
+from otel_toolscore.runtime.serve.delivery import RetryingExporter
+from otel_toolscore.runtime.serve.upstream import Upstream
 
 logger = logging.getLogger(__name__)
 
@@ -118,579 +95,8 @@ DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT_REQUESTS = 64
 DEFAULT_MAX_QUEUED_SPANS = 20_000
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
-#: bodies are read this much at a time (the memory a stalled body holds is what has arrived)
-_READ_CHUNK = 64 * 1024
 #: added to decision_wait when hold_timeout is not set (the hold must outlast the quiet wait)
 HOLD_MARGIN_S = 5.0
-RETRY_AFTER_S = 1
-
-HTTP_PROTOBUF = "http/protobuf"
-GRPC = "grpc"
-PROTOCOLS = (HTTP_PROTOBUF, GRPC)
-#: where an unset endpoint goes (the OTLP exporter spec's defaults)
-_DEFAULT_ENDPOINTS = {HTTP_PROTOBUF: "http://localhost:4318", GRPC: "http://localhost:4317"}
-#: pooled connections to the upstream (forwarded logs and metrics), per scheme
-_UPSTREAM_POOL = 16
-
-_SIGNALS = ("traces", "logs", "metrics")
-_HTTP_PATHS = {f"/v1/{s}": s for s in _SIGNALS}
-_GRPC_SERVICES = {
-    "traces": "opentelemetry.proto.collector.trace.v1.TraceService",
-    "logs": "opentelemetry.proto.collector.logs.v1.LogsService",
-    "metrics": "opentelemetry.proto.collector.metrics.v1.MetricsService",
-}
-_REQUEST_TYPES: dict[str, Any] = {"logs": ExportLogsServiceRequest, "metrics": ExportMetricsServiceRequest}
-_PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
-_JSON_TYPE = "application/json"
-_CT_PROTOBUF = "application/x-protobuf"
-_MAX_ERROR_MESSAGE = 1000
-_MAX_UPSTREAM_REPLY = 1 << 20
-
-# gRPC status codes by name; HTTP statuses map onto them for error bodies and the reverse way
-# for forwarded signals (google.rpc.Code numbering).
-_CODE = {
-    "OK": 0, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5, "PERMISSION_DENIED": 7,
-    "RESOURCE_EXHAUSTED": 8, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
-    "UNAUTHENTICATED": 16, "UNKNOWN": 2,
-}
-_HTTP_FOR_GRPC = {
-    "INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 502, "PERMISSION_DENIED": 502, "NOT_FOUND": 502,
-    "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504, "UNIMPLEMENTED": 502,
-}
-_GRPC_FOR_HTTP = {400: "INVALID_ARGUMENT", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED",
-                  502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
-
-
-class _Rejection(Exception):
-    """A request refused as a whole: an HTTP status, a gRPC code, and why."""
-
-    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
-
-
-@dataclass
-class _Reply:
-    body: bytes
-    content_type: str = _CT_PROTOBUF
-    status: int = 200
-
-
-# --- upstream -----------------------------------------------------------------------------------
-
-
-def _parse_headers(text: str | None) -> dict[str, str]:
-    if not text:
-        return {}
-    from opentelemetry.util.re import parse_env_headers
-
-    return dict(parse_env_headers(text, liberal=True))
-
-
-def parse_header_items(items: Sequence[str]) -> dict[str, str]:
-    """``--upstream-header KEY=VALUE`` items, read by the parser OTEL_EXPORTER_OTLP_HEADERS goes
-    through (the SDK's), so both spellings mean the same: names lower-cased, values URL-decoded."""
-    headers: dict[str, str] = {}
-    for item in items:
-        parsed = _parse_headers(item) if "," not in item else {}
-        if len(parsed) != 1:
-            raise ConfigError(f"--upstream-header must be one KEY=VALUE (URL-encoded as in "
-                              f"OTEL_EXPORTER_OTLP_HEADERS), not {item!r}")
-        headers.update(parsed)
-    return headers
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """TLS files for one signal's upstream connection, from OTEL_EXPORTER_OTLP[_{SIGNAL}]_*:
-    the CA bundle that verifies the upstream, and the client certificate and key (mutual TLS)."""
-
-    certificate: str | None = None
-    client_certificate: str | None = None
-    client_key: str | None = None
-
-    @classmethod
-    def from_env(cls, signal_name: str) -> TlsFiles:
-        def read(name: str) -> str | None:
-            for variable in (f"OTEL_EXPORTER_OTLP_{signal_name.upper()}_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
-                path = os.environ.get(variable)
-                if path:
-                    # checked now: a missing CA file would otherwise fail every forwarded request
-                    if not os.access(path, os.R_OK):
-                        raise ConfigError(f"{variable}={path!r}: the file cannot be read")
-                    return path
-            return None
-
-        return cls(read("CERTIFICATE"), read("CLIENT_CERTIFICATE"), read("CLIENT_KEY"))
-
-    @property
-    def client_pair(self) -> tuple[str, str] | None:
-        return (self.client_certificate, self.client_key) if self.client_certificate and self.client_key else None
-
-
-def _ca_session() -> Any:
-    """A requests session on which a CA file set on the session wins over REQUESTS_CA_BUNDLE and
-    CURL_CA_BUNDLE: requests lets those replace a session's ``verify``, so the OTLP HTTP exporter's
-    OTEL_EXPORTER_OTLP_CERTIFICATE would be ignored wherever the machine sets one of them."""
-    import requests
-
-    class _CaSession(requests.Session):
-        def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
-            settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
-            if verify is None and isinstance(self.verify, str):
-                settings["verify"] = self.verify
-            return settings
-
-    return _CaSession()
-
-
-def _http_url(url: str, what: str) -> str:
-    if "://" not in url:
-        url = "http://" + url
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{what} must be http(s)://host[:port][/path], not {url!r}")
-    return url
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """Where spans, scores, logs and metrics go: an OTLP endpoint (a Collector, a backend).
-
-    ``url`` is a base URL like ``OTEL_EXPORTER_OTLP_ENDPOINT``: for http/protobuf
-    ``/v1/{traces,logs,metrics}`` is appended (a given ``/v1/<signal>`` suffix is dropped
-    first); for gRPC its host and port are the target, ``https`` meaning TLS. A URL without a
-    scheme is read as ``http://``.
-    """
-
-    url: str
-    protocol: str = HTTP_PROTOBUF
-    headers: Mapping[str, str] = field(default_factory=dict)
-    timeout: float = 10.0
-    #: OTEL_EXPORTER_OTLP_{SIGNAL}_ENDPOINT: full URLs, used as given (the spec's rule)
-    signal_endpoints: Mapping[str, str] = field(default_factory=dict)
-    #: per signal; a signal not listed uses no TLS files of its own
-    tls: Mapping[str, TlsFiles] = field(default_factory=dict)
-
-    @classmethod
-    def resolve(
-        cls, url: str | None, protocol: str | None = None, headers: Mapping[str, str] | None = None
-    ) -> Upstream | None:
-        """From the arguments, else the standard ``OTEL_EXPORTER_OTLP_*`` variables (per-signal
-        endpoints and TLS files included); None: no URL."""
-        signal_endpoints: dict[str, str] = {}
-        if url is None:  # --upstream names one place for everything; the variables may split it
-            for signal_name in _SIGNALS:
-                variable = f"OTEL_EXPORTER_OTLP_{signal_name.upper()}_ENDPOINT"
-                if os.environ.get(variable):
-                    signal_endpoints[signal_name] = _http_url(os.environ[variable], variable)
-        url = url or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
-        if url is None and not signal_endpoints:
-            return None
-        protocol = (protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or HTTP_PROTOBUF).strip().lower()
-        if protocol not in PROTOCOLS:
-            raise ConfigError(f"upstream protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
-        # only per-signal endpoints: the others go where the spec says an unset endpoint goes
-        url = _http_url(url or _DEFAULT_ENDPOINTS[protocol], "upstream URL")
-        parts = urlsplit(url)
-        path = parts.path.rstrip("/")
-        for signal_name in _SIGNALS:
-            path = path.removesuffix(f"/v1/{signal_name}")
-        url = f"{parts.scheme}://{parts.netloc}{path}"
-        if headers is None:
-            headers = _parse_headers(os.environ.get("OTEL_EXPORTER_OTLP_HEADERS"))
-        tls = {signal_name: TlsFiles.from_env(signal_name) for signal_name in _SIGNALS}
-        return cls(url=url, protocol=protocol, headers=dict(headers), signal_endpoints=signal_endpoints, tls=tls)
-
-    @property
-    def secure(self) -> bool:
-        return self.url.startswith("https://")
-
-    @property
-    def netloc(self) -> str:
-        return urlsplit(self.url).netloc
-
-    def signal_url(self, signal_name: str) -> str:
-        return self.signal_endpoints.get(signal_name) or f"{self.url}/v1/{signal_name}"
-
-    def signal_secure(self, signal_name: str) -> bool:
-        return self.signal_url(signal_name).startswith("https://")
-
-    def signal_netloc(self, signal_name: str) -> str:
-        return urlsplit(self.signal_url(signal_name)).netloc
-
-    def signal_tls(self, signal_name: str) -> TlsFiles:
-        return self.tls.get(signal_name) or TlsFiles()
-
-    def _grpc_kwargs(self, signal_name: str) -> dict[str, Any]:
-        # TLS files: the gRPC exporters read the same OTEL_EXPORTER_OTLP_* variables themselves
-        secure = self.signal_secure(signal_name)
-        return {"endpoint": f"{'https' if secure else 'http'}://{self.signal_netloc(signal_name)}",
-                "insecure": not secure, "headers": dict(self.headers) or None}
-
-    def _http_kwargs(self, signal_name: str) -> dict[str, Any]:
-        tls = self.signal_tls(signal_name)
-        return {"endpoint": self.signal_url(signal_name), "headers": dict(self.headers) or None,
-                "certificate_file": tls.certificate, "client_certificate_file": tls.client_certificate,
-                "client_key_file": tls.client_key, "session": _ca_session() if tls.certificate else None}
-
-    def span_exporter(self) -> SpanExporter:
-        if self.protocol == GRPC:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-                OTLPSpanExporter,
-            )
-
-            return OTLPSpanExporter(**self._grpc_kwargs("traces"))
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-            OTLPSpanExporter as HttpSpanExporter,
-        )
-
-        return HttpSpanExporter(**self._http_kwargs("traces"))
-
-    def metric_exporter(self) -> Any:
-        if self.protocol == GRPC:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-                OTLPMetricExporter,
-            )
-
-            return OTLPMetricExporter(**self._grpc_kwargs("metrics"))
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-            OTLPMetricExporter as HttpMetricExporter,
-        )
-
-        return HttpMetricExporter(**self._http_kwargs("metrics"))
-
-    def log_exporter(self) -> Any:
-        if self.protocol == GRPC:
-            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
-                OTLPLogExporter,
-            )
-
-            return OTLPLogExporter(**self._grpc_kwargs("logs"))
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import (
-            OTLPLogExporter as HttpLogExporter,
-        )
-
-        return HttpLogExporter(**self._http_kwargs("logs"))
-
-
-class _Forwarder:
-    """Passes logs and metrics requests to the upstream as they came, and its answer back."""
-
-    def __init__(self, upstream: Upstream) -> None:
-        self.upstream = upstream
-        self._channels: list[Any] = []
-        self._calls: dict[str, Any] = {}
-        self._session: Any = None
-        if upstream.protocol == GRPC:
-            grpc = require("grpc", "grpc", "a gRPC upstream")
-            for signal_name in ("logs", "metrics"):
-                netloc, tls = upstream.signal_netloc(signal_name), upstream.signal_tls(signal_name)
-                if upstream.signal_secure(signal_name):
-                    # the TLS files the span exporter uses, so forwarded signals trust the same CA
-                    credentials = grpc.ssl_channel_credentials(
-                        root_certificates=_read_file(tls.certificate), private_key=_read_file(tls.client_key),
-                        certificate_chain=_read_file(tls.client_certificate))
-                    channel = grpc.secure_channel(netloc, credentials)
-                else:
-                    channel = grpc.insecure_channel(netloc)
-                self._channels.append(channel)
-                # No serializers: the request's bytes go out as they came in.
-                self._calls[signal_name] = channel.unary_unary(f"/{_GRPC_SERVICES[signal_name]}/Export")
-        else:
-            import requests
-            from requests.adapters import HTTPAdapter
-
-            # One pooled session: connections (and TLS handshakes) are reused across requests.
-            self._session = requests.Session()
-            self._session.mount("http://", HTTPAdapter(pool_maxsize=_UPSTREAM_POOL))
-            self._session.mount("https://", HTTPAdapter(pool_maxsize=_UPSTREAM_POOL))
-
-    def forward(self, signal_name: str, body: bytes, is_json: bool) -> _Reply:
-        if self.upstream.protocol == GRPC:
-            if is_json:
-                raise _Rejection(415, "INVALID_ARGUMENT",
-                                 f"OTLP/JSON {signal_name} cannot be forwarded to a gRPC upstream; send protobuf")
-            return self._forward_grpc(signal_name, body)
-        return self._forward_http(signal_name, body, is_json)
-
-    def _forward_grpc(self, signal_name: str, body: bytes) -> _Reply:
-        import grpc
-
-        metadata = [(k.lower(), v) for k, v in self.upstream.headers.items()]
-        try:
-            answer = self._calls[signal_name](body, timeout=self.upstream.timeout, metadata=metadata or None)
-        except grpc.RpcError as exc:
-            code = exc.code().name if exc.code() is not None else "UNKNOWN"
-            if code in ("UNAUTHENTICATED", "PERMISSION_DENIED", "UNIMPLEMENTED", "NOT_FOUND"):
-                code_out = "UNAVAILABLE"  # the sidecar's own upstream configuration, not the client's fault
-            else:
-                code_out = code
-            raise _Rejection(_HTTP_FOR_GRPC.get(code, 502), code_out,
-                             f"upstream {self.upstream.signal_netloc(signal_name)} answered {code}: {exc.details()}",
-                             RETRY_AFTER_S if code_out == "UNAVAILABLE" else None) from None
-        return _Reply(answer or b"")
-
-    def _forward_http(self, signal_name: str, body: bytes, is_json: bool) -> _Reply:
-        import requests
-
-        url = self.upstream.signal_url(signal_name)
-        netloc = urlsplit(url).netloc
-        tls = self.upstream.signal_tls(signal_name)
-        content_type = _JSON_TYPE if is_json else _CT_PROTOBUF
-        try:
-            resp = self._session.post(
-                url, data=body, headers={"Content-Type": content_type, **self.upstream.headers},
-                timeout=self.upstream.timeout, stream=True,
-                # the TLS files of OTEL_EXPORTER_OTLP_*, as the span exporter has them
-                verify=tls.certificate or True, cert=tls.client_pair)
-            try:
-                data = resp.raw.read(_MAX_UPSTREAM_REPLY, decode_content=True)
-            finally:
-                resp.close()
-            status = resp.status_code
-            reply_type = (resp.headers.get("Content-Type") or content_type).split(";")[0].strip()
-        except (OSError, requests.RequestException) as exc:
-            raise _Rejection(502, "UNAVAILABLE", f"upstream {netloc} unreachable: {exc}", RETRY_AFTER_S) from None
-        if 200 <= status < 300:
-            return _Reply(data, reply_type)
-        retry = RETRY_AFTER_S if status in (429, 502, 503, 504) else None
-        # The client's request was fine as far as we know; the upstream's status is what it
-        # gets, except statuses about the sidecar's own credentials or paths.
-        out = status if status in (400, 413, 429, 502, 503, 504) else 502
-        raise _Rejection(out, _GRPC_FOR_HTTP.get(out, "UNAVAILABLE"),
-                         f"upstream {netloc} answered HTTP {status}", retry)
-
-    def close(self) -> None:
-        for channel in self._channels:
-            channel.close()
-        if self._session is not None:
-            self._session.close()
-
-
-def _read_file(path: str | None) -> bytes | None:
-    if path is None:
-        return None
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-# --- admission: never accept what the export queue would drop --------------------------------------
-
-
-class _Backlog:
-    """Spans handed to the export queue and not yet exported, plus reservations of admitted requests."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._entered = 0
-        self._left = 0
-        self._reserved = 0
-
-    def queued(self) -> int:
-        with self._lock:
-            return self._entered - self._left
-
-    def try_reserve(self, n: int) -> int | None:
-        """Reserve room for ``n`` spans; None when they fit, else how many are waiting."""
-        with self._lock:
-            waiting = self._entered - self._left + self._reserved
-            if waiting + n > self.limit:
-                return waiting
-            self._reserved += n
-            return None
-
-    def release(self, n: int) -> None:
-        with self._lock:
-            self._reserved -= n
-
-    def entered(self, n: int = 1) -> None:
-        with self._lock:
-            self._entered += n
-
-    def left(self, n: int) -> None:
-        with self._lock:
-            self._left += n
-
-
-class _ByteBudget:
-    """Bytes of HTTP request bodies being received at once, across connections."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._used = 0
-
-    def take(self, n: int) -> bool:
-        with self._lock:
-            if self._used + n > self.limit:
-                return False
-            self._used += n
-            return True
-
-    def give_back(self, n: int) -> None:
-        with self._lock:
-            self._used -= n
-
-
-class _CountingProcessor(SpanProcessor):
-    """Counts the spans entering the export queue (the scoring processor's downstream)."""
-
-    def __init__(self, inner: SpanProcessor, backlog: _Backlog) -> None:
-        self._inner = inner
-        self._backlog = backlog
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        self._inner.on_start(span, parent_context=parent_context)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self._backlog.entered()
-        self._inner.on_end(span)
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis)
-
-
-# --- decoding -----------------------------------------------------------------------------------
-
-
-def _media_type(value: str | None) -> str:
-    return (value or "").split(";", 1)[0].strip().lower()
-
-
-def inflate(data: bytes, encoding: str, limit: int) -> bytes:
-    """Decompress a request body (gzip, deflate, or none), never producing more than ``limit`` bytes."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return data
-    if encoding in ("gzip", "x-gzip"):
-        wbits = 16 + zlib.MAX_WBITS
-    elif encoding == "deflate":
-        # HTTP "deflate" is the zlib format; some clients send raw deflate: 32+ would not accept it.
-        wbits = zlib.MAX_WBITS if data[:1] and (data[0] & 0x0F) == 8 else -zlib.MAX_WBITS
-    else:
-        raise _Rejection(415, "INVALID_ARGUMENT", f"unsupported Content-Encoding {encoding!r} (gzip, deflate or none)")
-    out = bytearray()
-    decomp = zlib.decompressobj(wbits)
-    rest = data
-    try:
-        while True:
-            # At most one byte more than the limit: enough to know the limit is crossed, and a
-            # gzip bomb never inflates further than that.
-            out += decomp.decompress(rest, limit + 1 - len(out))
-            if len(out) > limit:
-                raise _Rejection(413, "RESOURCE_EXHAUSTED",
-                                 f"decompressed request body is over the {limit}-byte limit")
-            if decomp.eof:
-                rest = decomp.unused_data
-                if wbits > 0 and rest.strip(b"\x00"):  # another gzip member follows
-                    decomp = zlib.decompressobj(wbits)
-                    continue
-                return bytes(out)
-            if decomp.unconsumed_tail:
-                rest = decomp.unconsumed_tail
-                continue
-            raise _Rejection(400, "INVALID_ARGUMENT", f"{encoding} body is truncated")
-    except zlib.error as exc:
-        raise _Rejection(400, "INVALID_ARGUMENT", f"{encoding} body cannot be decompressed: {exc}") from None
-
-
-def _count_json_spans(resource_spans: Any) -> int:
-    """Spans in an OTLP/JSON request, counted leniently (the decoder reports what is wrong)."""
-    total = 0
-    for entry in resource_spans if isinstance(resource_spans, list) else ():
-        if not isinstance(entry, dict):
-            continue
-        # The same field lookup as the decoder's, old OTLP names included, so that "total"
-        # counts every span it will try and partial_success reports every one it skipped.
-        groups = _field(entry, "scopeSpans", "scope_spans")
-        if groups is None:
-            groups = _field(entry, "instrumentationLibrarySpans", "instrumentation_library_spans")
-        for group in groups if isinstance(groups, list) else ():
-            spans = group.get("spans") if isinstance(group, dict) else None
-            total += len(spans) if isinstance(spans, list) else 0
-    return total
-
-
-@dataclass
-class DecodedTraces:
-    spans: list[ReadableSpan]
-    #: spans in the request, decodable or not
-    total: int
-    problems: list[str]
-
-    @property
-    def rejected(self) -> int:
-        return max(0, self.total - len(self.spans))
-
-
-def decode_traces(body: bytes, is_json: bool) -> DecodedTraces:
-    """An OTLP trace request body (already decompressed) → spans; ``_Rejection`` (400) if it is not one."""
-    problems: list[str] = []
-    if is_json:
-        try:
-            doc = json.loads(body)
-        except RecursionError:
-            raise _Rejection(400, "INVALID_ARGUMENT", "not JSON (nested too deeply)") from None
-        except ValueError as exc:
-            raise _Rejection(400, "INVALID_ARGUMENT", f"not JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise _Rejection(400, "INVALID_ARGUMENT",
-                             f"JSON but not an OTLP trace request: {type(doc).__name__}, not an object")
-        resource_spans = doc.get("resourceSpans", doc.get("resource_spans"))
-        if resource_spans is None:
-            if not doc:  # {} is the JSON form of an empty request
-                return DecodedTraces([], 0, [])
-            raise _Rejection(400, "INVALID_ARGUMENT", "JSON but not an OTLP trace request: no resourceSpans")
-        total = _count_json_spans(resource_spans)
-        try:
-            batch = spans_from_otlp_dict({"resourceSpans": resource_spans})
-        except OtlpDecodeError as exc:
-            raise _Rejection(400, "INVALID_ARGUMENT", str(exc)) from None
-        spans, problems = batch.spans, batch.problems
-    else:
-        try:
-            message = parse_export_request(body, problems)
-        except Exception as exc:  # noqa: BLE001 - the C parser's error types vary across protobuf versions
-            raise _Rejection(400, "INVALID_ARGUMENT",
-                             f"not an OTLP protobuf trace request: {exc or type(exc).__name__}") from None
-        if body and not message.resource_spans:
-            # Only unknown fields: random bytes often parse that way.
-            raise _Rejection(400, "INVALID_ARGUMENT", "not an OTLP protobuf trace request: no resourceSpans")
-        total = sum(len(group.spans) for entry in message.resource_spans for group in entry.scope_spans)
-        spans = decode_export_request(message, problems)
-    if not spans and (total or problems):
-        first = problems[0] if problems else "no span"
-        raise _Rejection(400, "INVALID_ARGUMENT", f"no span in the request could be decoded: {first}")
-    return DecodedTraces(spans, total, problems)
-
-
-def _trace_response(decoded: DecodedTraces) -> ExportTraceServiceResponse:
-    response = ExportTraceServiceResponse()
-    if decoded.rejected:
-        response.partial_success.rejected_spans = decoded.rejected
-        message = f"{decoded.rejected} of {decoded.total} spans could not be decoded: " + "; ".join(decoded.problems)
-        response.partial_success.error_message = message[:_MAX_ERROR_MESSAGE]
-    return response
-
-
-def _status_body(code: str, message: str, is_json: bool) -> tuple[bytes, str]:
-    from google.rpc import status_pb2
-
-    status = status_pb2.Status(code=_CODE.get(code, 2), message=message[:_MAX_ERROR_MESSAGE])
-    if is_json:
-        return json_format.MessageToJson(status, indent=None).encode(), _JSON_TYPE
-    return status.SerializeToString(), _CT_PROTOBUF
-
-
-# --- the server ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -791,15 +197,12 @@ class ToolScoreServer:
         self.addresses: ServerAddresses | None = None
         self.stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
-        self._backlog = _Backlog(max_queued_spans)
+        self._backlog = admission.Backlog(max_queued_spans)
         self._delivery: RetryingExporter | None = None
-        self._forwarder: _Forwarder | None = None
+        self._forwarder: Forwarder | None = None
         self._grpc_server: Any = None
-        self._httpd: _HttpServer | None = None
+        self._httpd: HttpServer | None = None
         self._http_thread: threading.Thread | None = None
-        self._http_slots = threading.BoundedSemaphore(max_concurrent_requests)
-        # What the request slots bounded when bodies were read inside them.
-        self._body_bytes = _ByteBudget(max_concurrent_requests * max_request_bytes)
         self._state = threading.Condition()
         self._inflight = 0
         self._stopping = False
@@ -839,8 +242,11 @@ class ToolScoreServer:
         self._started = True
         try:
             self._build_pipeline()
-            grpc_port = self._start_grpc() if self.grpc_port is not None else None
-            http_port = self._start_http() if self.http_port is not None else None
+            grpc_port = http_port = None
+            if self.grpc_port is not None:
+                self._grpc_server, grpc_port = start_grpc(self, self.grpc_port)
+            if self.http_port is not None:
+                self._httpd, self._http_thread, http_port = start_http(self, self.http_port)
         except BaseException:
             self._teardown(deadline=time.monotonic() + 5.0)
             self._stopped.set()
@@ -883,60 +289,12 @@ class ToolScoreServer:
         # spans enter it without admission, and must not make it drop app spans.
         batch = BatchSpanProcessor(self._delivery, max_queue_size=2 * self.max_queued_spans + 1024)
         self.processor = ToolScoreSpanProcessor(
-            _CountingProcessor(batch, self._backlog), self._scorers, settings=self.settings,
+            admission.CountingProcessor(batch, self._backlog), self._scorers, settings=self.settings,
             completion="quiet", meter_provider=meter_provider, logger_provider=logger_provider,
         )
         if self.forward_signals:
             assert self.upstream is not None
-            self._forwarder = _Forwarder(self.upstream)
-
-    def _start_grpc(self) -> int:
-        grpc = require("grpc", "serve", "the sidecar's OTLP/gRPC receiver (or serve --no-grpc)")
-
-        handlers = [grpc.method_handlers_generic_handler(
-            _GRPC_SERVICES["traces"], {"Export": grpc.unary_unary_rpc_method_handler(self._grpc_traces)})]
-        if self.forward_signals:
-            for signal_name in ("logs", "metrics"):
-                handlers.append(grpc.method_handlers_generic_handler(
-                    _GRPC_SERVICES[signal_name],
-                    {"Export": grpc.unary_unary_rpc_method_handler(self._grpc_forwarder(signal_name))}))
-        server = grpc.server(
-            ThreadPoolExecutor(max_workers=self.max_concurrent_requests, thread_name_prefix="otel-toolscore-grpc"),
-            handlers=handlers,
-            maximum_concurrent_rpcs=self.max_concurrent_requests,
-            options=[
-                # gRPC checks this on the decompressed message too: no gzip bomb gets through.
-                ("grpc.max_receive_message_length", self.max_request_bytes),
-                # HTTP/2 streams per connection: a client's RPCs beyond it wait in its own
-                # connection (the others keep their share) instead of being refused.
-                ("grpc.max_concurrent_streams", self.max_concurrent_requests),
-                # Without this a second server could bind the same port and steal half the traffic.
-                ("grpc.so_reuseport", 0),
-            ],
-        )
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        try:
-            port = server.add_insecure_port(f"{host}:{self.grpc_port}")
-        except RuntimeError:
-            port = 0
-        if not port:
-            raise OSError(f"cannot listen for OTLP/gRPC on {host}:{self.grpc_port} (address in use?)")
-        server.start()
-        self._grpc_server = server
-        return port
-
-    def _start_http(self) -> int:
-        server_cls = _HttpServer6 if ":" in self.host else _HttpServer
-        assert self.http_port is not None
-        try:
-            httpd = server_cls((self.host, self.http_port), _HttpHandler, self)
-        except OSError as exc:
-            raise OSError(f"cannot listen for OTLP/HTTP on {self.host}:{self.http_port}: {exc.strerror or exc}") from exc
-        self._httpd = httpd
-        self._http_thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                             name="otel-toolscore-http", daemon=True)
-        self._http_thread.start()
-        return int(httpd.server_address[1])
+            self._forwarder = Forwarder(self.upstream)
 
     def request_stop(self) -> None:
         """Ask ``serve_forever`` to return (thread- and signal-safe)."""
@@ -1056,7 +414,7 @@ class ToolScoreServer:
         """Count a request in flight; refuse it once stopping has begun."""
         with self._state:
             if self._stopping:
-                raise _Rejection(503, "UNAVAILABLE", "the server is shutting down", RETRY_AFTER_S)
+                raise Rejection(503, "UNAVAILABLE", "the server is shutting down", RETRY_AFTER_S)
             self._inflight += 1
         try:
             yield
@@ -1074,48 +432,19 @@ class ToolScoreServer:
         scheme, _, credentials = header.strip().partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self._token)
 
-    def _scoring_full(self) -> str | None:
-        """Why scoring cannot take another trace now, or None. Reads the processor's bounds."""
-        proc = self.processor
-        if proc is None:
-            return "not started"
-        backlog = proc.backlog()
-        pending, age = backlog.pending_traces, backlog.oldest_pending_age_s
-        if pending >= proc.settings.max_pending_traces and age is not None:
-            # Full of young traces: load is too high, the client should back off. Full of old
-            # ones (a root that never arrives keeps a trace until trace_ttl): refusing would stop
-            # all traffic for minutes, so the processor evicts the oldest instead (its spans are
-            # forwarded unscored, counted in toolscore.traces.evicted).
-            stale_after = proc.settings.hold_timeout + proc.settings.decision_wait
-            if age < stale_after:
-                return f"{pending} traces are waiting to complete (max_pending_traces)"
-        if backlog.queue_full:
-            return "the scoring queue is full (queue_size)"
-        return None
-
-    def ingest_traces(self, body: bytes, is_json: bool) -> _Reply:
-        """Decode, admit and hand spans to the processor; ``_Rejection`` when refused as a whole."""
+    def ingest_traces(self, body: bytes, is_json: bool) -> Reply:
+        """Decode, admit and hand spans to the processor; ``Rejection`` when refused as a whole."""
         decoded = decode_traces(body, is_json)
         n = len(decoded.spans)
         self._count("requests", 1)
         if n > self.max_queued_spans:
-            raise _Rejection(413, "INVALID_ARGUMENT",
-                             f"the request holds {n} spans, more than max_queued_spans ({self.max_queued_spans})")
+            raise Rejection(413, "INVALID_ARGUMENT",
+                            f"the request holds {n} spans, more than max_queued_spans ({self.max_queued_spans})")
         if n:
-            delivery = self._delivery
-            if delivery is not None and delivery.failing:
-                # What is accepted now would wait behind batches the upstream refuses: the
-                # sender keeps it and retries instead (its queue, not this process's memory).
+            refused = admission.refusal(n, self.processor, self._backlog, self._delivery)
+            if refused is not None:
                 self._count("throttled", 1)
-                raise _Rejection(503, "UNAVAILABLE", "the upstream is failing; retry later",
-                                 delivery.retry_after_s())
-            why = self._scoring_full()
-            waiting = self._backlog.try_reserve(n) if why is None else None
-            if why is None and waiting is not None:
-                why = f"{waiting} spans are waiting for the upstream (max_queued_spans {self.max_queued_spans})"
-            if why is not None:
-                self._count("throttled", 1)
-                raise _Rejection(503, "UNAVAILABLE", f"busy, retry later: {why}", RETRY_AFTER_S)
+                raise refused
             assert self.processor is not None
             try:
                 for span in decoded.spans:
@@ -1124,331 +453,11 @@ class ToolScoreServer:
                 self._backlog.release(n)
         self._count("spans", n)
         self._count("spans_rejected", decoded.rejected)
-        response = _trace_response(decoded)
-        if is_json:
-            return _Reply(json_format.MessageToJson(response, indent=None).encode(), _JSON_TYPE)
-        return _Reply(response.SerializeToString())
+        return traces_reply(decoded, is_json)
 
-    def forward(self, signal_name: str, body: bytes, is_json: bool) -> _Reply:
+    def forward(self, signal_name: str, body: bytes, is_json: bool) -> Reply:
         """Check that a logs/metrics request is what it claims, then pass it upstream."""
         assert self._forwarder is not None
-        if not is_json:
-            try:
-                _REQUEST_TYPES[signal_name]().ParseFromString(body)
-            except Exception as exc:  # noqa: BLE001 - any parse failure is the client's payload
-                raise _Rejection(400, "INVALID_ARGUMENT",
-                                 f"not an OTLP protobuf {signal_name} request: {exc or type(exc).__name__}") from None
-        else:
-            try:
-                doc = json.loads(body)
-            except (ValueError, RecursionError) as exc:
-                raise _Rejection(400, "INVALID_ARGUMENT", f"not JSON: {exc}") from None
-            key = "resourceLogs" if signal_name == "logs" else "resourceMetrics"
-            if not isinstance(doc, dict) or (doc and key not in doc):
-                raise _Rejection(400, "INVALID_ARGUMENT", f"JSON but not an OTLP {signal_name} request: no {key}")
+        check_request(signal_name, body, is_json)
         self._count(f"{signal_name}_forwarded", 1)
         return self._forwarder.forward(signal_name, body, is_json)
-
-    # --- gRPC ------------------------------------------------------------------------------------
-
-    def _grpc_call(self, context: Any, work: Callable[[], _Reply]) -> bytes:
-        import grpc
-
-        try:
-            metadata = dict(context.invocation_metadata() or ())
-            if not self.authorized(metadata.get("authorization")):
-                self._count("unauthenticated", 1)
-                raise _Rejection(401, "UNAUTHENTICATED", "missing or wrong bearer token (authorization metadata)")
-            with self._request():
-                return work().body
-        except _Rejection as rej:
-            if rej.retry_after is not None:
-                from google.protobuf.duration_pb2 import Duration
-                from google.rpc.error_details_pb2 import RetryInfo
-
-                info = RetryInfo(retry_delay=Duration(seconds=rej.retry_after))
-                context.set_trailing_metadata((("google.rpc.retryinfo-bin", info.SerializeToString()),))
-            context.abort(getattr(grpc.StatusCode, rej.code), rej.message)
-            raise  # abort raises; this line is for type checkers
-
-    def _grpc_traces(self, request: bytes, context: Any) -> bytes:
-        return self._grpc_call(context, lambda: self.ingest_traces(request, is_json=False))
-
-    def _grpc_forwarder(self, signal_name: str) -> Callable[[bytes, Any], bytes]:
-        def handle(request: bytes, context: Any) -> bytes:
-            return self._grpc_call(context, lambda: self.forward(signal_name, request, is_json=False))
-
-        return handle
-
-
-# --- HTTP ---------------------------------------------------------------------------------------
-
-
-class _HttpServer(ThreadingHTTPServer):
-    daemon_threads = True  # idle keep-alive connections must not keep the process alive
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], app: ToolScoreServer) -> None:
-        self.app = app
-        # Connections, not requests: each has a thread; idle keep-alive ones count too.
-        self._connections = threading.BoundedSemaphore(4 * app.max_concurrent_requests)
-        super().__init__(address, handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind resolves the host's FQDN (a DNS query); not needed here.
-        import socketserver
-
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name, self.server_port = str(host), int(port)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._connections.acquire(blocking=False):
-            # Over the connection bound: close at once, the client reconnects later.
-            self.app._count("connections_refused", 1)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._connections.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._connections.release()
-
-
-class _HttpServer6(_HttpServer):
-    address_family = socket.AF_INET6
-
-
-class _DeadlineReader(io.RawIOBase):
-    """A connection's reads, bounded by the handler's deadline for the whole request.
-
-    A socket timeout alone bounds the wait for the next byte: a client sending one byte every
-    few seconds would hold its thread forever (slow loris). Each read here may wait only for
-    what is left until the deadline.
-    """
-
-    def __init__(self, sock: socket.socket, handler: _HttpHandler) -> None:
-        super().__init__()
-        self._sock = sock
-        self._handler = handler
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        remaining = self._handler.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the request did not arrive within request_timeout")
-        self._sock.settimeout(remaining)
-        return self._sock.recv_into(buffer)
-
-
-class _HttpHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "otel-toolscore"
-    sys_version = ""
-    server: _HttpServer
-    #: when the request being read must have arrived whole (monotonic seconds)
-    deadline = 0.0
-
-    def setup(self) -> None:
-        super().setup()
-        self.deadline = time.monotonic() + self.server.app.request_timeout
-        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self))
-
-    def handle_one_request(self) -> None:
-        # The wait for a keep-alive connection's next request counts: an idle one is closed.
-        self.deadline = time.monotonic() + self.server.app.request_timeout
-        super().handle_one_request()
-
-    def version_string(self) -> str:
-        return self.server_version
-
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s " + format, self.client_address[0], *args)
-
-    def _not_allowed(self) -> None:
-        path = urlsplit(self.path).path
-        if path in _HTTP_PATHS:
-            self._error(_Rejection(405, "UNIMPLEMENTED", f"{self.command} is not allowed on {path}; use POST"),
-                        is_json=True, extra={"Allow": "POST"})
-        else:
-            self._error(_Rejection(404, "NOT_FOUND", f"no such path {path}"), is_json=True)
-
-    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = _not_allowed
-
-    def do_POST(self) -> None:
-        app = self.server.app
-        self._body_read = False
-        self._reserved = 0
-        path = urlsplit(self.path).path
-        signal_name = _HTTP_PATHS.get(path)
-        media = _media_type(self.headers.get("Content-Type"))
-        is_json = media == _JSON_TYPE
-        try:
-            if signal_name is None or (signal_name != "traces" and not app.forward_signals):
-                raise _Rejection(404, "NOT_FOUND", f"no such path {path}")
-            if not app.authorized(self.headers.get("Authorization")):
-                app._count("unauthenticated", 1)
-                raise _Rejection(401, "UNAUTHENTICATED", "missing or wrong bearer token (Authorization header)")
-            if media not in _PROTOBUF_TYPES and not is_json:
-                raise _Rejection(415, "INVALID_ARGUMENT",
-                                 f"unsupported Content-Type {media or '(none)'!r}: use application/x-protobuf "
-                                 "or application/json")
-            # The body is received before a request slot is taken: a client that is slow to send
-            # it (or never does) holds its connection until the deadline, never a slot.
-            raw = self._read_body(app.max_request_bytes)
-            if not app._http_slots.acquire(blocking=False):
-                raise _Rejection(503, "UNAVAILABLE", "too many concurrent requests", RETRY_AFTER_S)
-            try:
-                with app._request():
-                    body = inflate(raw, self.headers.get("Content-Encoding", ""), app.max_request_bytes)
-                    del raw
-                    if signal_name == "traces":
-                        reply = app.ingest_traces(body, is_json)
-                    else:
-                        reply = app.forward(signal_name, body, is_json)
-            finally:
-                app._http_slots.release()
-        except _Rejection as rej:
-            app._count(f"http_{rej.status}", 1)
-            self._give_back()
-            self._error(rej, is_json)
-            return
-        except Exception:  # one bad request must not take the server down
-            logger.exception("otel-toolscore serve: request failed")
-            self._give_back()
-            self._error(_Rejection(500, "INTERNAL", "internal error"), is_json)
-            return
-        self._give_back()
-        self._send(reply.status, reply.content_type, reply.body)
-
-    def _give_back(self) -> None:
-        if self._reserved:
-            self.server.app._body_bytes.give_back(self._reserved)
-            self._reserved = 0
-
-    def _read_body(self, limit: int) -> bytes:
-        try:
-            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                body = self._read_chunked(limit)
-            else:
-                raw = self.headers.get("Content-Length")
-                if raw is None:
-                    raise _Rejection(411, "INVALID_ARGUMENT", "Content-Length is required")
-                try:
-                    length = int(raw)
-                except ValueError:
-                    raise _Rejection(400, "INVALID_ARGUMENT", f"bad Content-Length {raw[:40]!r}") from None
-                if length < 0:
-                    raise _Rejection(400, "INVALID_ARGUMENT", f"bad Content-Length {length}")
-                if length > limit:
-                    raise _Rejection(413, "RESOURCE_EXHAUSTED",
-                                     f"request body is {length} bytes, over the {limit}-byte limit")
-                body = bytearray()
-                self._read_into(body, length)
-                if len(body) < length:
-                    raise _Rejection(400, "INVALID_ARGUMENT", "request body is shorter than its Content-Length")
-        except TimeoutError:
-            raise _Rejection(408, "DEADLINE_EXCEEDED", "the request body did not arrive within "
-                             f"{self.server.app.request_timeout:g} s") from None
-        self._body_read = True
-        return bytes(body)
-
-    def _read_into(self, body: bytearray, n: int) -> None:
-        """Append up to ``n`` more bytes (fewer at EOF), a chunk at a time: what a stalled body
-        holds in memory is what has arrived, not what it declared."""
-        budget = self.server.app._body_bytes
-        end = len(body) + n
-        while len(body) < end:
-            size = min(_READ_CHUNK, end - len(body))
-            if not budget.take(size):
-                raise _Rejection(503, "UNAVAILABLE", "too many request bytes being received", RETRY_AFTER_S)
-            self._reserved += size
-            chunk = self.rfile.read(size)
-            body += chunk
-            if len(chunk) < size:
-                return
-
-    def _read_chunked(self, limit: int) -> bytearray:
-        body = bytearray()
-        while True:
-            line = self.rfile.readline(1024)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _Rejection(400, "INVALID_ARGUMENT", "bad chunked encoding") from None
-            if size == 0:
-                while self.rfile.readline(1024).strip():  # trailers
-                    pass
-                return body
-            if len(body) + size > limit:
-                raise _Rejection(413, "RESOURCE_EXHAUSTED", f"request body is over the {limit}-byte limit")
-            expected = len(body) + size
-            self._read_into(body, size)
-            if len(body) < expected:
-                raise _Rejection(400, "INVALID_ARGUMENT", "chunked body is truncated")
-            self.rfile.readline(1024)  # the CRLF after the chunk
-
-    def _error(self, rej: _Rejection, is_json: bool, extra: Mapping[str, str] | None = None) -> None:
-        body, content_type = _status_body(rej.code, rej.message, is_json)
-        headers = dict(extra or {})
-        if rej.retry_after is not None:
-            headers["Retry-After"] = str(rej.retry_after)
-        if rej.status == 401:
-            headers["WWW-Authenticate"] = 'Bearer realm="otel-toolscore"'
-        # A body left unread would be parsed as the next request: close the connection instead.
-        close = not getattr(self, "_body_read", False) and self._has_body()
-        if close:
-            headers["Connection"] = "close"
-            self.close_connection = True
-        self._send(rej.status, content_type, body, headers)
-        if close:
-            self._linger()
-
-    def _has_body(self) -> bool:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return True
-        try:
-            return int(self.headers.get("Content-Length") or 0) != 0
-        except ValueError:
-            return True
-
-    def _send(self, status: int, content_type: str, body: bytes, headers: Mapping[str, str] | None = None) -> None:
-        # Writes get request_timeout each; reads may have left the socket's timeout at what
-        # remained of the deadline.
-        self.connection.settimeout(self.server.app.request_timeout)
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        self.wfile.flush()
-
-    def _linger(self) -> None:
-        """Half-close and drain what the client is still sending, so it reads our answer.
-
-        Closing a socket with unread data sends a TCP reset, which can destroy the response
-        before the client has read it (413 and 401 on large bodies). Bounded in bytes and time.
-        """
-        try:
-            self.connection.shutdown(socket.SHUT_WR)
-            self.connection.settimeout(0.5)
-            budget = 2 * self.server.app.max_request_bytes + 65536
-            deadline = time.monotonic() + 2.0
-            while budget > 0 and time.monotonic() < deadline:
-                chunk = self.connection.recv(min(65536, budget))
-                if not chunk:
-                    break
-                budget -= len(chunk)
-        except OSError:
-            pass

@@ -1,5 +1,4 @@
-"""Builders of small trajectories for the scorer tests (imported by the other test_scorer_*
-modules), with a few checks of the builders themselves."""
+"""Builders of small trajectories for the scorer tests (checked by tests/test_trajectory_factory.py)."""
 
 from __future__ import annotations
 
@@ -119,6 +118,3 @@ def llm(
 
 def names(trajectory: Trajectory) -> list[str | None]:
     return [call.name for call in trajectory.tool_calls]
-
-
-# --- the builders themselves ------------------------------------------------------------------

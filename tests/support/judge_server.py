@@ -1,4 +1,5 @@
-"""A scripted OpenAI-compatible judge server for the LLM-scorer tests and the throughput benchmark.
+"""A scripted OpenAI-compatible judge server for the LLM-scorer tests and the judge benchmarks
+(the ``judge_server`` fixture of ``tests/conftest.py`` is one, started).
 
 Real HTTP on 127.0.0.1 (random port, stdlib ``http.server``), so the real litellm client, its
 HTTP stack, our retries and our parsing all run. Every request body is recorded. Answers come
@@ -31,12 +32,11 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-import pytest
 
 ReplyKind = Literal[
     "ok", "status", "reset", "hang", "truncated_body", "reset_request", "reset_body", "slow_body", "slow_headers", "raw"
@@ -249,8 +249,7 @@ class JudgeServer:
     # --- lifecycle ---------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._httpd.server_port}/v1"
 
     def start(self) -> JudgeServer:
         self._thread.start()
@@ -505,10 +504,3 @@ def closed_port_url() -> str:
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
 
-
-@pytest.fixture(name="judge_server")
-def judge_server_fixture() -> Iterator[JudgeServer]:
-    """A started server, stopped after the test. Import ``judge_server_fixture`` into a test
-    module to use the ``judge_server`` fixture there."""
-    with JudgeServer() as server:
-        yield server

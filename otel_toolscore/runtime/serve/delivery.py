@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_toolscore.runtime._wrap import SpanExporterWrapper
+
 logger = logging.getLogger(__name__)
 
 #: s; the first wait before retrying a failed batch, doubled after each failure up to the max
@@ -30,7 +32,7 @@ RETRY_MAX_S = 5.0
 STALLED_AFTER_S = 1.0
 
 
-class RetryingExporter(SpanExporter):
+class RetryingExporter(SpanExporterWrapper):
     """Retries each batch until the inner exporter delivers it or ``give_up()`` is called.
 
     ``on_done(n)`` is called once per batch when it leaves (delivered or given up);
@@ -39,7 +41,7 @@ class RetryingExporter(SpanExporter):
 
     def __init__(self, inner: SpanExporter, on_done: Callable[[int], None],
                  on_undelivered: Callable[[int], None]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._on_done = on_done
         self._on_undelivered = on_undelivered
         self._give_up = threading.Event()
@@ -80,7 +82,7 @@ class RetryingExporter(SpanExporter):
     def _attempt(self, spans: Sequence[ReadableSpan]) -> bool:
         self._attempt_since = time.monotonic()
         try:
-            ok = self._inner.export(spans) == SpanExportResult.SUCCESS
+            ok = self._delegate.export(spans) == SpanExportResult.SUCCESS
         except Exception:  # noqa: BLE001 - an exporter bug is a failed attempt, retried like one
             logger.warning("otel-toolscore: exporting to the upstream raised", exc_info=True)
             ok = False
@@ -100,7 +102,7 @@ class RetryingExporter(SpanExporter):
 
     def shutdown(self) -> None:
         self._give_up.set()
-        self._inner.shutdown()
+        super().shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis) is not False
+        return super().force_flush(timeout_millis) is not False
