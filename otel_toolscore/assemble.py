@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import SpanFacts, read_trace
-from otel_toolscore.conventions.parsing import as_text, result_error
+from otel_toolscore.conventions.parsing import as_text, is_object_repr, result_error
 from otel_toolscore.trajectory import (
     LLMCall,
     Message,
@@ -224,7 +224,8 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
     for f in reversed(chain):
         expectations.update(f.expectations)
 
-    first_llm = llms[0] if llms else None
+    # an LLM-kind helper span without messages (a framework preparing a request) says nothing
+    first_llm = next((f for f in llms if f.input_messages), None)
     return Trajectory(
         trace_id=trace_id,
         span_id=run.span.span_id,
@@ -232,8 +233,8 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
         service_name=_first(f.service_name for f in chain),
         nested=run.parent is not None,
         parent_run_span_id=run.parent.span.span_id if run.parent else None,
-        input=_first(f.run_input for f in chain) or _llm_input(first_llm),
-        output=_first(f.run_output for f in chain) or _last_output(steps, answers),
+        input=_first(map(_words, (f.run_input for f in chain))) or _llm_input(first_llm),
+        output=_first(map(_words, (f.run_output for f in chain))) or _last_output(steps, answers),
         system_instructions=_first(f.system_instructions for f in chain)
         or _first(f.system_instructions for f in llms),
         steps=steps,
@@ -274,6 +275,14 @@ def _first(values: Iterable[str | None]) -> str | None:
         if v:
             return v
     return None
+
+
+def _words(text: str | None) -> str | None:
+    """A run input or output that can be the run's question or answer: text that is not blank
+    and not a Python object's repr (frameworks that stringify their event objects into the
+    run span, e.g. LlamaIndex's ``StopEvent(result=AgentOutput(...``); else None, and the run's
+    LLM calls say what it was asked and answered."""
+    return text if text and text.strip() and not is_object_repr(text) else None
 
 
 def _llm_input(f: SpanFacts | None) -> str | None:

@@ -32,6 +32,12 @@ GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
 GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 ERROR_TYPE = "error.type"
+#: what a tool span's result is in, when not in GEN_AI_TOOL_CALL_RESULT: the Anthropic SDK's own
+#: tracing (``anthropic.custom_tool_use <tool>`` spans) writes the ``tool_result`` content blocks
+ANTHROPIC_TOOL_RESULT_CONTENT = "anthropic.tool_result.content"
+TOOL_RESULT_KEYS = (GEN_AI_TOOL_CALL_RESULT, ANTHROPIC_TOOL_RESULT_CONTENT)
+#: Strands Agents' tool span status, "success" or "error" (its ToolResult ``status``)
+STRANDS_TOOL_STATUS = "gen_ai.tool.status"
 
 OP_INVOKE_AGENT = "invoke_agent"
 OP_INVOKE_WORKFLOW = "invoke_workflow"

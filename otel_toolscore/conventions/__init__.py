@@ -216,7 +216,8 @@ def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
 
 
 def _read_failure(span: ReadableSpan, facts: SpanFacts) -> None:
-    """A failed span: status ERROR, an ``exception`` event, or (tools) an error payload."""
+    """A failed span: status ERROR, an ``exception`` event, or (tools) a result whose envelope
+    flags an error (``read_result``) or an error payload. The span's own failure says most."""
     error: Any = None
     for event in span.events:
         if event.name == sc.EXCEPTION_EVENT:
@@ -227,12 +228,15 @@ def _read_failure(span: ReadableSpan, facts: SpanFacts) -> None:
     status = span.status
     if error is None and status is not None and status.status_code == StatusCode.ERROR:
         error = status.description or (span.attributes or {}).get(sc.ERROR_TYPE) or "error"
-    if error is None and facts.tool is not None and facts.tool.has_result:
-        error = result_error(facts.tool.result)
     if error is not None:
         facts.error = as_text(error)
-        if facts.tool is not None and facts.tool.error is None:
+        if facts.tool is not None:
             facts.tool.error = facts.error
+        return
+    if facts.tool is not None:
+        error = facts.tool.error or (result_error(facts.tool.result) if facts.tool.has_result else None)
+        if error is not None:
+            facts.error = facts.tool.error = as_text(error)
 
 
 def _lookup_attributes(span: ReadableSpan) -> Attributes | None:

@@ -88,6 +88,11 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
     if stated == "agent":
         if facts.agent_name is None and attrs.get(sc.GEN_AI_AGENT_NAME):
             facts.agent_name = str(attrs[sc.GEN_AI_AGENT_NAME])
+        elif span.name:
+            # an agent span that names no agent in its attributes (the Anthropic SDK's tool
+            # runner, ``anthropic.messages.tool_runner``): the name the span itself carries
+            op, _, rest = span.name.partition(" ")
+            facts.agent_name_fallback = (rest.strip() or None) if op in sc.AGENT_OPERATIONS else span.name
     elif stated == "tool":
         _read_tool(span, attrs, facts)
         if facts.tool is not None and span.events:
@@ -231,9 +236,13 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
         tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(
             attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS]
         )
-    if sc.GEN_AI_TOOL_CALL_RESULT in attrs:
-        tool.result, tool.result_raw = p.parse_result(attrs[sc.GEN_AI_TOOL_CALL_RESULT])
-        tool.has_result = True
+    for key in sc.TOOL_RESULT_KEYS:
+        if key in attrs:
+            tool.result, tool.result_raw, tool.error = p.read_result(attrs[key])
+            tool.has_result = True
+            break
+    if tool.error is None and str(attrs.get(sc.STRANDS_TOOL_STATUS, "")).lower() == "error":
+        tool.error = p.result_error(tool.result) or (p.as_text(tool.result) if tool.has_result else None) or "error"
     facts.tool = tool
 
 

@@ -118,13 +118,14 @@ def _build(by_index: dict[int, dict[str, Any]]) -> list[Message]:
                 )
             )
         if msg.role == "tool":
-            parsed, raw_content = p.parse_result(content)
+            read = p.read_result(content)
             msg.tool_results.append(
                 ToolResultPart(
                     tool_call_id=p.opt_str(fields.get("tool_call_id")),
                     name=p.opt_str(fields.get("name")),
-                    content=parsed,
-                    content_raw=raw_content,
+                    content=read.value,
+                    content_raw=read.raw,
+                    is_error=read.error is not None,
                 )
             )
         else:
@@ -184,7 +185,7 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     if sc.OI_INPUT_VALUE in attrs:
         tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(attrs[sc.OI_INPUT_VALUE])
     if sc.OI_OUTPUT_VALUE in attrs:
-        tool.result, tool.result_raw = p.parse_result(attrs[sc.OI_OUTPUT_VALUE])
+        tool.result, tool.result_raw, tool.error = p.read_result(attrs[sc.OI_OUTPUT_VALUE])
         tool.has_result = True
     facts.tool = tool
     if facts.tool_definitions is None and attrs.get(sc.OI_TOOL_PARAMETERS):

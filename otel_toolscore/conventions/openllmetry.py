@@ -110,7 +110,7 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
         tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(args)
     result_key = sc.GEN_AI_TOOL_CALL_RESULT if sc.GEN_AI_TOOL_CALL_RESULT in attrs else sc.TL_ENTITY_OUTPUT
     if result_key in attrs:
-        tool.result, tool.result_raw = p.parse_result(attrs[result_key])
+        tool.result, tool.result_raw, tool.error = p.read_result(attrs[result_key])
         tool.has_result = True
     facts.tool = tool
 
@@ -150,10 +150,10 @@ def _message(fields: dict[str, Any]) -> Message:
         msg.tool_calls.append(call)
     content = fields.get("content")
     if role == "tool":
-        parsed, raw = p.parse_result(content)
+        read = p.read_result(content)
         msg.tool_results.append(
             ToolResultPart(tool_call_id=p.opt_str(fields.get("tool_call_id")), name=p.opt_str(fields.get("name")),
-                           content=parsed, content_raw=raw)
+                           content=read.value, content_raw=read.raw, is_error=read.error is not None)
         )
     else:
         text = content

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import fields, is_dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
@@ -30,7 +30,6 @@ MAX_DEPTH = 100
 # json.dumps with any non-default option builds a new encoder per call; these are those calls'
 # encoders, built once (encode() keeps no state between calls, so sharing them is safe).
 _TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False)
-_NOT_PARSED = object()
 
 
 def as_text(value: Any) -> str | None:
@@ -413,38 +412,185 @@ def unwrap_arguments(parsed: Any) -> Any:
     return parsed
 
 
-def parse_result(value: Any) -> tuple[Any, str | None]:
-    """Tool result → (parsed value, raw text). Unparseable text stays a string result."""
+class ResultRead(NamedTuple):
+    """A tool result as read: what the tool returned, the text recorded, and the failure its
+    envelope states (``is_error``, ``isError``, ``status: "error"``), if it states one."""
+
+    value: Any
+    raw: str | None
+    #: the failure text when an envelope flags the result as an error, else None (an
+    #: ``{"error": …}`` payload is not a flag: ``result_error`` tells that one)
+    error: str | None
+
+
+def read_result(value: Any) -> ResultRead:
+    """A tool result in any shape → ``ResultRead``: the one way results are read, on tool spans
+    of every convention and in tool-result message parts.
+
+    The value is parsed (JSON or a Python repr; unparseable text stays a string result), then
+    taken out of the envelopes frameworks put around it (``unwrap_result``), keeping their
+    error flags.
+    """
     if value is None:
-        return None, None
+        return ResultRead(None, None, None)
     raw = as_text(value)
     ok, parsed = try_loads(value)
     if ok and nested_deeper_than(parsed):
         _note_unread(value, _TOO_DEEP)
         ok = False
     if not ok:
-        return (value if isinstance(value, str) else raw), raw
-    return unwrap_result(parsed), raw
+        return ResultRead(value if isinstance(value, str) else raw, raw, None)
+    inner, failed = _unwrap(parsed)
+    error = None
+    if failed:
+        error = result_error(inner) or (as_text(inner) if inner not in (None, "", [], {}) else None) or "error"
+    return ResultRead(inner, raw, error)
+
+
+def parse_result(value: Any) -> tuple[Any, str | None]:
+    """Tool result → (value, raw text): ``read_result`` without the envelope's error flag."""
+    read = read_result(value)
+    return read.value, read.raw
 
 
 def unwrap_result(parsed: Any) -> Any:
-    """Undo LangChain ToolMessage serialisations to reach what the tool returned."""
-    content: Any = _NOT_PARSED
-    if isinstance(parsed, dict):
-        if set(parsed) == {"output"} or (
-            "output" in parsed and isinstance(parsed["output"], dict) and "lc" in parsed["output"]
-        ):
-            return unwrap_result(parsed["output"])
-        if parsed.get("lc") == 1 and isinstance(parsed.get("kwargs"), dict):
-            content = parsed["kwargs"].get("content", _NOT_PARSED)
-        elif parsed.get("type") == "tool" and isinstance(parsed.get("data"), dict):
-            content = parsed["data"].get("content", _NOT_PARSED)
-    if content is _NOT_PARSED:
-        return parsed
+    """What the tool returned, out of the envelopes around it (see ``_envelope``)."""
+    return _unwrap(parsed)[0]
+
+
+#: envelopes inside envelopes (a Bedrock toolResult around content blocks around JSON text)
+_MAX_ENVELOPES = 8
+
+
+def _unwrap(parsed: Any) -> tuple[Any, bool]:
+    """(the value inside every envelope, whether one of them flags an error)."""
+    failed = False
+    for _ in range(_MAX_ENVELOPES):
+        step = _envelope(parsed)
+        if step is None:
+            break
+        inner, flagged, is_text = step
+        failed = failed or flagged
+        if is_text and isinstance(inner, str):
+            # text that carries the value: read as the attribute itself would be ("{…}" → dict)
+            ok, decoded = try_loads(inner)
+            inner = decoded if ok and not nested_deeper_than(decoded) else inner
+        parsed = inner
+    return parsed, failed
+
+
+_Envelope = tuple[Any, bool, bool]  # (inner value, error flag, inner is text to read)
+
+
+def _envelope(parsed: Any) -> _Envelope | None:
+    """One envelope around a tool result, or None when the value is what the tool returned.
+
+    Each shape is recognised by its keys as the framework writes them, never by a single
+    common key, so a tool's own dict is not taken for an envelope:
+
+    * content-block lists: ``[{"type": "text", "text": …}]`` (Anthropic, MCP),
+      ``[{"text": …}]`` / ``[{"json": …}]`` (Bedrock Converse, Strands), LlamaIndex
+      ``{"block_type": "text", "text": …}``; a text block's text is read as the value;
+    * Anthropic ``tool_result`` blocks (``content``, ``is_error``);
+    * Bedrock / Strands ``toolResult`` (``toolUseId``, ``content``, ``status: "error"``);
+    * MCP ``CallToolResult`` (``content``, ``isError``, ``structuredContent``, which wins);
+    * LlamaIndex ``ToolOutput`` (``raw_output``, ``is_error``, ``blocks``/``content``,
+      ``tool_name``, ``raw_input``): ``raw_output`` is what the function returned;
+    * Google ADK / Gemini ``function_response`` (``{"id", "name", "response": {…}}``);
+    * LangChain ``ToolMessage`` serialisations (``lc`` kwargs, ``{"type": "tool", "data"}``,
+      ``{"output": …}``), ``status: "error"`` being their flag.
+    """
+    if isinstance(parsed, list):
+        return _content_blocks(parsed)
+    if not isinstance(parsed, dict) or not parsed:
+        return None
+    keys = parsed.keys()
+    if len(parsed) == 1:
+        key = next(iter(keys))
+        if key in _ENVELOPE_WRAPPER_KEYS and isinstance(parsed[key], dict):
+            return parsed[key], False, False
+    if parsed.get("type") == "tool_result" and "content" in parsed:
+        return parsed["content"], parsed.get("is_error") is True, True
+    if "toolUseId" in parsed and isinstance(parsed.get("content"), list) and keys <= _ENVELOPE_TOOL_RESULT_FIELDS:
+        return parsed["content"], str(parsed.get("status")).lower() == "error", False
+    if isinstance(parsed.get("content"), list) and keys <= _ENVELOPE_MCP_FIELDS and _mcp_blocks(parsed["content"]):
+        structured = parsed.get("structuredContent")
+        return (structured if structured is not None else parsed["content"]), parsed.get("isError") is True, False
+    if "raw_output" in parsed and "tool_name" in parsed and keys <= _ENVELOPE_TOOL_OUTPUT_FIELDS:
+        flagged = parsed.get("is_error") is True
+        if parsed["raw_output"] is not None:
+            return parsed["raw_output"], flagged, True
+        return parsed.get("blocks", parsed.get("content")), flagged, True
+    if "response" in parsed and "name" in parsed and isinstance(parsed["response"], dict) \
+            and keys <= _ENVELOPE_FUNCTION_RESPONSE_FIELDS:
+        return parsed["response"], False, False
+    return _langchain_envelope(parsed)
+
+
+#: single-key wrappers around one envelope: Bedrock content blocks, Gemini parts
+_ENVELOPE_WRAPPER_KEYS = frozenset({"toolResult", "function_response", "functionResponse"})
+_ENVELOPE_TOOL_RESULT_FIELDS = frozenset({"toolUseId", "content", "status"})
+_ENVELOPE_MCP_FIELDS = frozenset({"content", "isError", "structuredContent", "_meta", "meta"})
+#: llama_index.core.tools.ToolOutput's fields (``content`` in releases before ``blocks``)
+_ENVELOPE_TOOL_OUTPUT_FIELDS = frozenset({"blocks", "content", "tool_name", "raw_input", "raw_output", "is_error"})
+#: google.genai FunctionResponse's fields as ADK and the Gemini API write them
+_ENVELOPE_FUNCTION_RESPONSE_FIELDS = frozenset({"id", "name", "response", "will_continue", "willContinue", "scheduling",
+                                     "parts"})
+_ENVELOPE_TEXT_BLOCK_FIELDS = frozenset({"type", "block_type", "text", "annotations", "citations", "cache_control",
+                              "_meta", "meta"})
+
+
+def _content_blocks(blocks: list[Any]) -> _Envelope | None:
+    """A list of text blocks → their text (to read as the value); one JSON block → its value;
+    one ``toolResult`` / ``function_response`` block → that envelope. Any other list, or a list
+    with any other kind of block (an image), is the value itself."""
+    if not blocks:
+        return None
+    if len(blocks) == 1 and isinstance(blocks[0], dict) and len(blocks[0]) == 1:
+        key, value = next(iter(blocks[0].items()))
+        if key == "json":
+            return value, False, False
+        if key in _ENVELOPE_WRAPPER_KEYS and isinstance(value, dict):
+            # a message's content of one block, the result: [{"toolResult": {…}}]
+            return value, False, False
+    texts = []
+    for block in blocks:
+        if not isinstance(block, dict) or not isinstance(block.get("text"), str) or not block.keys() <= _ENVELOPE_TEXT_BLOCK_FIELDS:
+            return None
+        kind = block.get("type", block.get("block_type", "text"))
+        if kind != "text" or ("type" in block and "block_type" in block):
+            return None
+        texts.append(block["text"])
+    return "\n".join(texts), False, True
+
+
+#: the content block types of the MCP specification
+_ENVELOPE_MCP_BLOCK_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
+
+
+def _mcp_blocks(blocks: list[Any]) -> bool:
+    """MCP content: every item a block of one of the specification's types."""
+    return all(isinstance(b, dict) and b.get("type") in _ENVELOPE_MCP_BLOCK_TYPES for b in blocks)
+
+
+def _langchain_envelope(parsed: dict[str, Any]) -> _Envelope | None:
+    """LangChain ToolMessage serialisations (the readers' first envelope kind)."""
+    if set(parsed) == {"output"} or (
+        "output" in parsed and isinstance(parsed["output"], dict) and "lc" in parsed["output"]
+    ):
+        return parsed["output"], False, False
+    message: Any = None
+    if parsed.get("lc") == 1 and isinstance(parsed.get("kwargs"), dict):
+        message = parsed["kwargs"]
+    elif parsed.get("type") == "tool" and isinstance(parsed.get("data"), dict):
+        message = parsed["data"]
+    if message is None or "content" not in message:
+        return None
+    content = message["content"]
     if isinstance(content, str):
         inner = loads(content)
-        return inner if isinstance(inner, (dict, list)) else content
-    return content
+        content = inner if isinstance(inner, (dict, list)) else content
+    return content, message.get("status") == "error", False
 
 
 _ERROR_TEXT_RE = re.compile(r"^\s*[A-Z][A-Za-z0-9_.]*(Error|Exception)\b\s*:")
@@ -469,6 +615,20 @@ def result_error(parsed: Any) -> str | None:
         if isinstance(status, str) and status.lower() in ("error", "failed", "failure"):
             return str(parsed.get("message") or parsed.get("detail") or status)
     return None
+
+
+# --- texts that are no one's words ------------------------------------------------------------
+
+#: ``StopEvent(result=AgentOutput(...``, ``AgentInput()``: a Python object's repr (constructor
+#: form: a class name, then ``(`` and a keyword argument or ``)``), cut or not; and the default
+#: ``<module.Class object at 0x…>``
+_OBJECT_REPR_RE = re.compile(r"\A\s*(?:[A-Za-z_][\w.]*\((?:\)|[A-Za-z_]\w*=)|<[\w.]+ object at 0x[0-9a-fA-F]+>)")
+
+
+def is_object_repr(text: str) -> bool:
+    """Is the text a Python object's repr rather than words (a framework stringifying its
+    event objects into ``input.value`` / ``output.value``)?"""
+    return _OBJECT_REPR_RE.match(text) is not None
 
 
 # --- messages in the shapes seen in the wild --------------------------------------------------
@@ -571,13 +731,14 @@ def message_from(item: Any) -> Message | None:
             if req is not None:
                 msg.tool_calls.append(req)
     if role == "tool" and not msg.tool_results:
-        parsed, raw = parse_result(content)
+        read = read_result(content)
         msg.tool_results.append(
             ToolResultPart(
                 tool_call_id=opt_str(item.get("tool_call_id") or item.get("toolCallId")),
                 name=opt_str(item.get("name")),
-                content=parsed,
-                content_raw=raw,
+                content=read.value,
+                content_raw=read.raw,
+                is_error=read.error is not None,
             )
         )
         msg.content = None
@@ -712,14 +873,20 @@ def _tool_result_part(part: Mapping[str, Any]) -> ToolResultPart:
             value = value["value"]
     else:
         value = part.get("content")
-    parsed, raw = parse_result(value)
+    read = read_result(value)
     return ToolResultPart(
         tool_call_id=opt_str(part.get("id") or part.get("toolCallId") or part.get("tool_call_id") or part.get("call_id")),
         name=opt_str(part.get("name") or part.get("toolName") or part.get("tool_name")),
-        content=parsed,
-        content_raw=raw,
-        is_error=is_error,
+        content=read.value,
+        content_raw=read.raw,
+        is_error=is_error or read.error is not None or _part_flags_error(part),
     )
+
+
+def _part_flags_error(part: Mapping[str, Any]) -> bool:
+    """The error flag a tool-result part carries itself: Anthropic ``is_error``, MCP
+    ``isError``, Bedrock / LangChain ``status: "error"``."""
+    return part.get("is_error") is True or part.get("isError") is True or str(part.get("status")).lower() == "error"
 
 
 def _langchain_message(item: Mapping[str, Any]) -> Message:
@@ -729,10 +896,11 @@ def _langchain_message(item: Mapping[str, Any]) -> Message:
             "toolmessage": "tool"}.get(lc_type, norm_role(lc_type))
     msg = Message(role=role)
     if role == "tool":
-        parsed, raw = parse_result(kw.get("content"))
+        read = read_result(kw.get("content"))
         msg.tool_results.append(
             ToolResultPart(tool_call_id=opt_str(kw.get("tool_call_id")), name=opt_str(kw.get("name")),
-                           content=parsed, content_raw=raw, is_error=kw.get("status") == "error")
+                           content=read.value, content_raw=read.raw,
+                           is_error=kw.get("status") == "error" or read.error is not None)
         )
         return msg
     msg.content = text_of(kw.get("content"))

@@ -54,7 +54,7 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
         if sc.AI_TOOL_CALL_ARGS in attrs:
             tool.arguments, tool.arguments_raw, tool.arguments_error = p.parse_arguments(attrs[sc.AI_TOOL_CALL_ARGS])
         if sc.AI_TOOL_CALL_RESULT in attrs:
-            tool.result, tool.result_raw = p.parse_result(attrs[sc.AI_TOOL_CALL_RESULT])
+            tool.result, tool.result_raw, tool.error = p.read_result(attrs[sc.AI_TOOL_CALL_RESULT])
             tool.has_result = True
         if facts.tool is None:
             facts.tool = tool
