@@ -37,8 +37,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from benchmarks.common import emit_json, machine, telemetry_providers
-from benchmarks.common import TimedProcessor
+from benchmarks.common import TimedProcessor, emit_json, machine, telemetry_providers
 from benchmarks.hotpath import _Null, _PassThrough
 from benchmarks.workload import emit_run, genai_run, readable_run
 

@@ -21,7 +21,6 @@ from importlib.metadata import version
 from otel_toolscore.scorers.context_position import ContextPosition
 from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings, run_sync
 from otel_toolscore.trajectory import Document, Retrieval, Trajectory
-
 from tests.support.judge_server import JudgeServer, auto_responder
 
 

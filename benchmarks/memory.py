@@ -33,7 +33,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from benchmarks.common import child_env, CountingExporter, emit_json, machine, peak_rss_bytes, rss_bytes, telemetry_providers
+from benchmarks.common import (
+    CountingExporter,
+    child_env,
+    emit_json,
+    machine,
+    peak_rss_bytes,
+    rss_bytes,
+    telemetry_providers,
+)
 from benchmarks.workload import SpanSpec, genai_run
 
 MB = 1024 * 1024

@@ -43,7 +43,7 @@ def run_one(name: str, quick: bool, extra: Sequence[str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", f"benchmarks.{name}", *(["--quick"] if quick else []), *extra]
     print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True)
     result: dict[str, Any] = {"command": " ".join([".venv/bin/python", *cmd[1:]]), "seconds": time.perf_counter() - t0}
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):

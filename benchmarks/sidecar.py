@@ -34,7 +34,6 @@ from benchmarks.common import child_env, emit_json, machine, telemetry_providers
 from benchmarks.workload import genai_run, readable_run
 
 
-
 class _Counting(SpanExporter):
     def __init__(self) -> None:
         self.spans = 0  # the app's spans (evaluation spans are counted apart)

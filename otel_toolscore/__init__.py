@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "Trajectory": "otel_toolscore.trajectory",
 }
 
-__all__ = [  # noqa: RUF022 -- grouped by stage, as _EXPORTS
+__all__ = [
     "build_trajectories",
     "load_otlp",
     "read_otlp_json",

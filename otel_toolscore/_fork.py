@@ -45,7 +45,7 @@ def _run(hooks: list[Hook], when: str) -> None:
     for hook in list(hooks):
         try:
             hook()
-        except Exception:  # noqa: BLE001 - an at-fork hook must never stop a fork (it is only printed)
+        except Exception:
             logger.warning("otel-toolscore: a hook %s fork failed", when, exc_info=True)
 
 

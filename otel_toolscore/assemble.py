@@ -462,7 +462,7 @@ class _CallBuilder:
                     targets.append(call)
                 if req.id and call is not None:
                     pending[req.id].append(call)
-            for j, part in enumerate(m.tool_results):
+            for part in m.tool_results:
                 if part.tool_call_id is None:
                     if not known:
                         self._results.append((part, None, idless))

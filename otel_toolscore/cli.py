@@ -7,7 +7,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -26,10 +26,10 @@ from otel_toolscore.outputs.report import (
     summary_line,
     table,
 )
-from otel_toolscore.semconv import TOOLSCORE_SCORED
 from otel_toolscore.scorers.base import ScorerConfigError, build_scorers
 from otel_toolscore.scorers.registry import CODE_SCORERS, EXPECTATION_SCORERS, LLM_SCORERS
 from otel_toolscore.scorers.run import score_runs
+from otel_toolscore.semconv import TOOLSCORE_SCORED
 
 app = typer.Typer(
     add_completion=False,
@@ -152,42 +152,42 @@ def score(
     paths: Annotated[list[str], typer.Argument(help="OTLP/JSON, JSON-lines or protobuf files; '-' reads stdin.")],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
     scorer: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--scorer", "-s",
             help=f"Scorer to run (repeatable). Default: every code scorer ({', '.join(CODE_SCORERS)}). "
             f"LLM-judged (need --judge-model): {', '.join(LLM_SCORERS)}.",
         ),
     ] = None,
-    expected_tool: Annotated[Optional[str], typer.Option(help="Tool the agent should call.")] = None,
+    expected_tool: Annotated[str | None, typer.Option(help="Tool the agent should call.")] = None,
     expected_tool_order: Annotated[
-        Optional[str], typer.Option(help="Tools the agent should call, in order: A,B,C.")
+        str | None, typer.Option(help="Tools the agent should call, in order: A,B,C.")
     ] = None,
-    strict: Annotated[Optional[bool], typer.Option("--strict/--no-strict", help="Strict tool-call accuracy.")] = None,
+    strict: Annotated[bool | None, typer.Option("--strict/--no-strict", help="Strict tool-call accuracy.")] = None,
     tool_schemas: Annotated[
-        Optional[Path], typer.Option(help="JSON object: tool name → JSON Schema (or {parameters, deprecated, replaced_by}).")
+        Path | None, typer.Option(help="JSON object: tool name → JSON Schema (or {parameters, deprecated, replaced_by}).")
     ] = None,
     fail_under: Annotated[
-        Optional[float], typer.Option(help="Exit 1 when any score is below this value (a CI gate).")
+        float | None, typer.Option(help="Exit 1 when any score is below this value (a CI gate).")
     ] = None,
     judge_model: Annotated[
-        Optional[str], typer.Option(help="litellm model string of the judge, e.g. openai/gpt-4o-mini.")
+        str | None, typer.Option(help="litellm model string of the judge, e.g. openai/gpt-4o-mini.")
     ] = None,
-    judge_api_base: Annotated[Optional[str], typer.Option(help="Base URL of the judge's API.")] = None,
+    judge_api_base: Annotated[str | None, typer.Option(help="Base URL of the judge's API.")] = None,
     judge_api_key: Annotated[
-        Optional[str], typer.Option(help="Judge API key (default: the provider's usual env var, e.g. OPENAI_API_KEY).")
+        str | None, typer.Option(help="Judge API key (default: the provider's usual env var, e.g. OPENAI_API_KEY).")
     ] = None,
     instructions_file: Annotated[
-        Optional[Path], typer.Option(help="prompt_alignment: instructions, one per line (default: the run's system instructions).")
+        Path | None, typer.Option(help="prompt_alignment: instructions, one per line (default: the run's system instructions).")
     ] = None,
     context_file: Annotated[
-        Optional[Path], typer.Option(help="context_position: context items, one per line or a JSON list (default: the run's retrieved documents).")
+        Path | None, typer.Option(help="context_position: context items, one per line or a JSON list (default: the run's retrieved documents).")
     ] = None,
     skip_scored: Annotated[
         bool, typer.Option("--skip-scored", help="Leave out runs whose agent span carries toolscore.scored "
                            "(scored already by install() or serve). Default: rescore them.")
     ] = False,
-    config: Annotated[Optional[Path], typer.Option(
+    config: Annotated[Path | None, typer.Option(
         help="YAML settings file, the one the app and the sidecar read (default: $OTEL_TOOLSCORE_CONFIG): its "
         "scorers, scorer_options, tool_schemas, allow_unknown_tools and rules apply; options given here win. "
         "OTEL_TOOLSCORE_* variables apply too.")] = None,
@@ -279,7 +279,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[Optional[bool], typer.Option(
+    version: Annotated[bool | None, typer.Option(
         "--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = None,
 ) -> None:
     """otel-toolscore."""
@@ -287,11 +287,11 @@ def _root(
 
 @app.command()
 def serve(
-    upstream: Annotated[Optional[str], typer.Option(
+    upstream: Annotated[str | None, typer.Option(
         help="OTLP endpoint for spans, scores, logs and metrics (default: $OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
-    upstream_protocol: Annotated[Optional[str], typer.Option(
+    upstream_protocol: Annotated[str | None, typer.Option(
         help="grpc or http/protobuf (default: $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).")] = None,
-    upstream_header: Annotated[Optional[list[str]], typer.Option(
+    upstream_header: Annotated[list[str] | None, typer.Option(
         help="KEY=VALUE header sent upstream (repeatable; default: $OTEL_EXPORTER_OTLP_HEADERS).")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
     grpc_port: Annotated[int, typer.Option(help="OTLP/gRPC port; 0 picks a free one.")] = 4317,
@@ -302,15 +302,15 @@ def serve(
     max_concurrent_requests: Annotated[int, typer.Option(help="Requests/RPCs handled at once.")] = 64,
     max_queued_spans: Annotated[int, typer.Option(
         help="Spans waiting for the upstream before requests get 503/UNAVAILABLE.")] = 20_000,
-    auth_token: Annotated[Optional[str], typer.Option(
+    auth_token: Annotated[str | None, typer.Option(
         envvar="OTEL_TOOLSCORE_AUTH_TOKEN", help="Require 'Authorization: Bearer TOKEN'.")] = None,
     forward_signals: Annotated[bool, typer.Option(
         "--forward-signals/--no-forward-signals", help="Pass OTLP logs and metrics upstream unchanged.")] = True,
-    scorer: Annotated[Optional[list[str]], typer.Option("--scorer", "-s", help="Scorer to run (repeatable).")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="YAML settings file (default: $OTEL_TOOLSCORE_CONFIG).")] = None,
-    decision_wait: Annotated[Optional[float], typer.Option(
+    scorer: Annotated[list[str] | None, typer.Option("--scorer", "-s", help="Scorer to run (repeatable).")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML settings file (default: $OTEL_TOOLSCORE_CONFIG).")] = None,
+    decision_wait: Annotated[float | None, typer.Option(
         help="Seconds a trace must be quiet after its root arrived before it is scored.")] = None,
-    hold_timeout: Annotated[Optional[float], typer.Option(
+    hold_timeout: Annotated[float | None, typer.Option(
         help="Longest hold of an agent span, seconds; must exceed the decision wait (default: decision wait + 5; "
         "a hold_timeout from the settings file or environment, the app's bound, counts from the end of the "
         "decision wait).")] = None,
@@ -355,14 +355,14 @@ def serve(
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where the OTLP/JSON files go.")] = Path("toolscore-demo"),
     otlp_endpoint: Annotated[
-        Optional[str], typer.Option(help="Send spans, events and metrics over OTLP/HTTP to this base URL instead of files.")
+        str | None, typer.Option(help="Send spans, events and metrics over OTLP/HTTP to this base URL instead of files.")
     ] = None,
     phoenix: Annotated[bool, typer.Option("--phoenix", help="Start a local Arize Phoenix and send it the traces too.")] = False,
     instrumentation: Annotated[
         str, typer.Option(help="auto (openai-v2 when installed, else built-in), openai-v2, openinference or builtin.")
     ] = "auto",
     keep_running: Annotated[
-        Optional[bool], typer.Option("--keep-running/--no-keep-running", help="Keep Phoenix up afterwards (default: on a terminal).")
+        bool | None, typer.Option("--keep-running/--no-keep-running", help="Keep Phoenix up afterwards (default: on a terminal).")
     ] = None,
 ) -> None:
     """Run an instrumented example agent against a scripted local model, score its runs, show the result."""

@@ -8,7 +8,7 @@ Python reprs or bare values, and a scorer (or a person) must be able to see what
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -114,7 +114,7 @@ class Retrieval(_Model):
     start_time: int | None = None
 
 
-Step = Annotated[Union[LLMCall, ToolCall, Retrieval], Field(discriminator="type")]
+Step = Annotated[LLMCall | ToolCall | Retrieval, Field(discriminator="type")]
 
 
 class Trajectory(_Model):

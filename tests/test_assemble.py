@@ -12,7 +12,6 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import Status, StatusCode
 
 from otel_toolscore import build_trajectories
-
 from tests.support.spans import span
 
 

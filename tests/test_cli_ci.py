@@ -15,7 +15,6 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from otel_toolscore.outputs.report import ScoreProgress
-
 from tests.support.paths import CAPTURES, SAMPLE
 
 WRONG_TOOL = CAPTURES / "openinference_openai" / "wrong_tool.json"

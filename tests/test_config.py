@@ -20,9 +20,7 @@ from otel_toolscore.config import (
     load_settings,
     sampled,
 )
-
 from tests.support.paths import REPO
-
 
 #: no OTEL_* variable of the machine running the tests leaks in
 pytestmark = pytest.mark.usefixtures("clean_otel_env")

@@ -25,7 +25,6 @@ import pytest
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.assemble import assemble_trace
 from otel_toolscore.trajectory import Trajectory
-
 from tests.support import paths
 
 FIXTURES = (paths.traces(paths.FIXTURES, "*/correct_single.json")

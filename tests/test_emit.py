@@ -19,7 +19,6 @@ try:  # SDK >= 1.38; the lowest SDK this package supports (1.37) has LogData
 except ImportError:  # pragma: no cover - tests/constraints-min.txt
     from opentelemetry.sdk._logs import LogData as ReadableLogRecord  # type: ignore[assignment]
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
-
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -37,7 +36,6 @@ from otel_toolscore.outputs.otel import SCORE_BUCKETS, Emitter, truncate
 from otel_toolscore.scorers import ToolCallValidation
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.trajectory import ToolCall, Trajectory
-
 from tests.support.pipeline import InMemoryLogExporter as InMemoryLogRecordExporter
 
 AGENT = "weather-agent"

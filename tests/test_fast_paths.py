@@ -34,7 +34,6 @@ from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.genai import _convert_messages
 from otel_toolscore.scorers import _facts
 from otel_toolscore.scorers.base import Score, Scorer
-
 from tests.support import paths
 
 FIXTURES = paths.traces(paths.FIXTURES) + paths.traces(paths.CAPTURES)
@@ -188,9 +187,9 @@ def test_extract_facts_on_fixture_texts(path: Path) -> None:
 
 
 def test_traces_no_scorer_samples_are_not_assembled(monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_toolscore.runtime import engine as engine_module
     from otel_toolscore.config import load_settings
     from otel_toolscore.outputs.otel import Emitter
+    from otel_toolscore.runtime import engine as engine_module
 
     settings_ = load_settings(default_sample_rate=0.0, metrics=False, events=False)
     eng = engine_module.Engine(settings_, None, Emitter(settings_))

@@ -27,7 +27,6 @@ from otel_toolscore import build_trajectories
 from otel_toolscore.ingest import OtlpDecodeError, load_otlp
 from otel_toolscore.scorers.base import build_scorers
 from otel_toolscore.scorers.run import run_scorers
-
 from tests.support.paths import SAMPLE
 
 _JAEGER_KINDS = {SpanKind.SERVER: "server", SpanKind.CLIENT: "client", SpanKind.PRODUCER: "producer",

@@ -47,12 +47,11 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, TraceFlag
 
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.conventions.parsing import MAX_DEPTH, MAX_PARSE_CHARS
-from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.outputs.report import ScoredRun, json_lines, junit
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
+from otel_toolscore.runtime.serve import ToolScoreServer
 from otel_toolscore.scorers.base import build_scorers
 from otel_toolscore.scorers.run import run_scorers
-from otel_toolscore.runtime.serve import ToolScoreServer
-
 from tests.support import paths
 from tests.support.spans import span
 

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-
 from tests.support import paths
 from tests.support.otlp_sink import OtlpSink
 

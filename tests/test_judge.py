@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from otel_toolscore.scorers import get_scorer
+from otel_toolscore.scorers.context_position import ContextAnswer
 from otel_toolscore.scorers.judge import (
     JudgeClient,
     JudgeInvalidOutput,
@@ -24,9 +25,7 @@ from otel_toolscore.scorers.judge import (
     parse_output,
     run_sync,
 )
-from otel_toolscore.scorers.context_position import ContextAnswer
 from otel_toolscore.scorers.redaction import ContentBudget
-
 from tests.support.judge_server import (
     JudgeServer,
     auto_responder,

@@ -30,7 +30,7 @@ from otel_toolscore.scorers import get_scorer
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.scorers.judge import LLMScorer, _import_litellm, run_sync
 from otel_toolscore.trajectory import ToolDefinition, Trajectory
-
+from tests.support import timing
 from tests.support.judge_server import (
     BlackHole,
     JudgeServer,
@@ -54,7 +54,6 @@ from tests.support.judge_server import (
 from tests.support.paths import REPO
 from tests.support.pipeline import Pipeline
 from tests.support.spans import weather_run
-from tests.support import timing
 from tests.support.trajectory_factory import make_trajectory
 
 MODEL = "openai/judge-test"

@@ -16,7 +16,6 @@ import pytest
 from otel_toolscore.scorers import get_scorer
 from otel_toolscore.scorers.judge import LLMScorer
 from otel_toolscore.trajectory import Document, Retrieval, ToolDefinition, Trajectory
-
 from tests.support.judge_server import JudgeServer, auto_responder, ok
 from tests.support.paths import SAMPLE
 from tests.support.trajectory_factory import make_trajectory

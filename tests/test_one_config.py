@@ -15,7 +15,6 @@ import pytest
 
 from otel_toolscore.config import load_settings
 from otel_toolscore.runtime.serve import ToolScoreServer
-
 from tests.support.env import without_otel
 from tests.support.paths import REPO, SAMPLE
 

@@ -39,7 +39,6 @@ from otel_toolscore.ingest import (
     read_otlp_json,
     spans_from_otlp_dict,
 )
-
 from tests.support.paths import FIXTURES, traces
 
 FIXTURE_FILES = traces(FIXTURES)

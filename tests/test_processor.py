@@ -23,7 +23,6 @@ from otel_toolscore import read_otlp_json
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.replay import replay
 from otel_toolscore.scorers.base import Score, Scorer
-
 from tests.support import paths
 from tests.support.pipeline import Pipeline, id_counts
 from tests.support.spans import weather_run
@@ -371,7 +370,7 @@ def span_forests(draw: Any) -> list[ReadableSpan]:
         trace_id = 0x1000 + trace
         n = draw(st.integers(1, 10))
         ids = []
-        for i in range(n):
+        for _ in range(n):
             parent = draw(st.sampled_from([None, *ids])) if ids else None
             start = draw(st.integers(0, 100))
             end = start + draw(st.integers(0, 50))

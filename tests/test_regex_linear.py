@@ -22,7 +22,6 @@ import pytest
 
 import otel_toolscore
 from otel_toolscore.scorers.redaction import DataBlocks, default_redactor, redact_shortened
-
 from tests.support.paths import REPO
 
 N = 20_000  # characters of adversarial input per pattern and shape

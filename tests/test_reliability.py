@@ -36,7 +36,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers.base import Score, Scorer
-
 from tests.support.env import without_otel
 from tests.support.paths import REPO
 from tests.support.pipeline import InMemoryLogExporter

@@ -11,7 +11,6 @@ import pytest
 
 from otel_toolscore.scorers import ToolResultVerification
 from otel_toolscore.trajectory import LLMCall, Message, ToolResultPart, Trajectory
-
 from tests.support.trajectory_factory import NO_RESULT, make_call, make_trajectory
 
 

@@ -20,7 +20,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.serve import ToolScoreServer
-
 from tests.support.otlp_sink import OtlpSink
 from tests.support.paths import REPO
 from tests.support.pipeline import Pipeline

@@ -12,7 +12,6 @@ from otel_toolscore import semconv
 from otel_toolscore.scorers import ScorerConfigError, ToolCallAccuracy
 from otel_toolscore.scorers.tool_call_accuracy import is_subsequence
 from otel_toolscore.trajectory import Trajectory
-
 from tests.support.trajectory_factory import make_trajectory
 
 

@@ -24,7 +24,6 @@ from otel_toolscore.scorers import (
     run_scorers,
 )
 from otel_toolscore.trajectory import Trajectory
-
 from tests.support.trajectory_factory import make_trajectory
 
 

@@ -19,7 +19,6 @@ from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.ingest import read_otlp_json
 from otel_toolscore.scorers import ToolCallAccuracy, ToolCallValidation, ToolResultVerification
 from otel_toolscore.trajectory import Trajectory
-
 from tests.support.paths import CAPTURES, FIXTURES, trace_id, traces
 
 LABELS_PATH = FIXTURES / "labels.json"

@@ -10,7 +10,6 @@ import pytest
 from otel_toolscore.scorers import ScorerConfigError, ToolResultVerification
 from otel_toolscore.scorers._facts import FactIndex, extract_facts
 from otel_toolscore.trajectory import LLMCall, Message, Trajectory
-
 from tests.support.trajectory_factory import NO_RESULT, llm, make_call, make_trajectory
 
 WEATHER = {"temperature": "68°F", "condition": "partly cloudy"}
@@ -468,9 +467,8 @@ def test_a_broken_trajectory_gives_an_error_score() -> None:
 def test_integers_beyond_float_range_in_results_are_not_an_error() -> None:
     """JSON integers have no size limit; 10**400 in a result once made the scorer fail with
     OverflowError (found by the hostile-input fuzzing)."""
-    from tests.support.trajectory_factory import make_trajectory
-
     from otel_toolscore.scorers import get_scorer
+    from tests.support.trajectory_factory import make_trajectory
 
     scorer = get_scorer("tool_result_verification")
     for result in ({"n": 10**400, "temp": 21}, [10**400, 21], f'{{"n": {"9" * 400}, "temp": 21}}'):

@@ -10,7 +10,6 @@ import pytest
 from otel_toolscore.scorers import ScorerConfigError, ToolCallValidation
 from otel_toolscore.scorers.tool_validation import compile_schema
 from otel_toolscore.trajectory import ToolDefinition, Trajectory
-
 from tests.support.trajectory_factory import NO_RESULT, llm, make_call, make_trajectory
 
 EMAIL_SCHEMA = {

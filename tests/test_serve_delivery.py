@@ -18,7 +18,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
 from otel_toolscore.runtime.serve import ToolScoreServer
-
 from tests.support.otlp_sink import OtlpSink
 
 

@@ -23,7 +23,6 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_toolscore.runtime.serve import ToolScoreServer
-
 from tests.support.env import without_otel
 from tests.support.otlp_sink import GRPC_LOGS, GRPC_TRACES, PB, OtlpSink, Received
 from tests.support.spans import pb_body, plain_spans

@@ -19,10 +19,8 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from otel_toolscore.config import ConfigError
 from otel_toolscore.runtime.serve import ToolScoreServer, parse_header_items
 from otel_toolscore.runtime.serve.upstream import _parse_headers
-
 from tests.support import paths
 from tests.support.otlp_sink import OtlpSink
-
 
 # --- certificates: a private CA, a server certificate for 127.0.0.1, a client certificate -------
 
@@ -60,7 +58,7 @@ def _logs_request() -> bytes:
 
 def _post(url: str, body: bytes, content_type: str) -> int:
     req = urllib.request.Request(url, data=body, headers={"Content-Type": content_type}, method="POST")
-    with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(req, timeout=30) as resp:
         return resp.status
 
 

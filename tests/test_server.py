@@ -20,7 +20,6 @@ import pytest
 
 from otel_toolscore.ingest import read_otlp_json
 from otel_toolscore.runtime.serve import ToolScoreServer
-
 from tests.support import paths
 from tests.support.env import without_otel
 from tests.support.otlp_sink import GrpcOtlpSink, OtlpSink

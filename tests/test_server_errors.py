@@ -31,7 +31,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_toolscore.config import ConfigError
 from otel_toolscore.runtime.serve import ToolScoreServer, Upstream
 from otel_toolscore.runtime.serve._http import inflate
-
 from tests.support import paths
 from tests.support.otlp_sink import GRPC_LOGS, GRPC_TRACES, PB
 from tests.support.spans import pb_body, plain_spans

@@ -16,7 +16,6 @@ import pytest
 from opentelemetry.trace import NoOpTracerProvider
 
 import otel_toolscore.testing as plugin
-
 from tests.support.paths import REPO
 
 pytest_plugins = ["pytester"]

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
-from otel_toolscore.conventions.genai import documents_from, last_user_text, last_assistant_text
+from otel_toolscore.conventions.genai import documents_from, last_assistant_text, last_user_text
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolResultPart
 
 NAME = "openllmetry"

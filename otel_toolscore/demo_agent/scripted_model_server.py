@@ -124,7 +124,7 @@ class ScriptedModelServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
-    def start(self) -> "ScriptedModelServer":
+    def start(self) -> ScriptedModelServer:
         self._thread = threading.Thread(target=self.serve_forever, name="scripted-model-server", daemon=True)
         self._thread.start()
         return self
@@ -205,7 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ScriptedModelServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # -- plumbing ------------------------------------------------------------------
@@ -240,7 +240,7 @@ class _Handler(BaseHTTPRequestHandler):
         return path
 
     # -- GET -----------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         path = self._path()
         self.server.record({"method": "GET", "path": path, "body": None})
         model = {"id": REQUEST_MODEL, "object": "model", "created": CREATED, "owned_by": "scripted"}
@@ -252,7 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"unknown path {path}")
 
     # -- POST ----------------------------------------------------------------------
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         path = self._path()
         body = self._read_json()
         entry = {"method": "POST", "path": path, "body": body}
@@ -589,7 +589,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         for event, data in events:
-            self.wfile.write(f"event: {event}\n".encode("utf-8") + b"data: " + json.dumps(data).encode("utf-8")
+            self.wfile.write(f"event: {event}\n".encode() + b"data: " + json.dumps(data).encode("utf-8")
                              + b"\n\n")
             self.wfile.flush()
 

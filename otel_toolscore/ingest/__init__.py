@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "format_trace_id": "otel_toolscore.ingest.spans",
 }
 
-__all__ = [  # noqa: RUF022 -- grouped by module, as _EXPORTS
+__all__ = [
     "OtlpSource",
     "load_otlp",
     "read_otlp_json",

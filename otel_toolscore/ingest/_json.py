@@ -131,7 +131,7 @@ class JsonDecoder(Decoder):
                     span_where = f"{prefix}span #{k} in {group_where}"
                     try:
                         self._json_span(span, resource, scope, span_where, prefix)
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001
                         # Untrusted input must never stop a sidecar or a CI run: lose this span, not the batch.
                         self.problems.add(undecodable(span_where, exc))
 
@@ -304,7 +304,7 @@ class JsonDecoder(Decoder):
                     record_where = f"{prefix}log record #{k} in {group_where}"
                     try:
                         self._json_log_record(record, record_where)
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001
                         # Same reason as for spans: one bad record must not lose the batch.
                         self.problems.add(undecodable(record_where, exc))
 

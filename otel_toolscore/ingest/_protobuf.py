@@ -51,7 +51,7 @@ class PbDecoder(Decoder):
                     span_where = f"span #{k} in {group_where}"
                     try:
                         self._pb_span(span, resource, scope, span_where)
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001
                         # As for OTLP/JSON (_json): lose one span, never the batch.
                         self.problems.add(undecodable(span_where, exc))
 
@@ -155,7 +155,7 @@ def decode_protobuf(data: bytes, label: str) -> OtlpBatch:
     repairs: list[str] = []
     try:
         message = parse_export_request(data, repairs)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         # The C parser's error types vary across protobuf versions; any failure means "not protobuf".
         raise OtlpDecodeError(f"{label}: protobuf decode failed ({exc or type(exc).__name__})") from None
     if not message.resource_spans:

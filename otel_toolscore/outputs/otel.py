@@ -48,7 +48,6 @@ from otel_toolscore import semconv
 from otel_toolscore._version import __version__
 from otel_toolscore.config import ToolScoreSettings
 from otel_toolscore.conventions.parsing import valid_text
-from otel_toolscore.scorers.redaction import Redactor, make_redactor
 from otel_toolscore.scorers.base import (
     LABEL_ERROR,
     LABEL_FAIL,
@@ -56,6 +55,7 @@ from otel_toolscore.scorers.base import (
     LABEL_SKIPPED,
     Score,
 )
+from otel_toolscore.scorers.redaction import Redactor, make_redactor
 from otel_toolscore.scorers.results import CallResult, Issue, pin_to_calls
 from otel_toolscore.trajectory import Trajectory
 
@@ -151,7 +151,9 @@ class _PendingGauge:
                 callback  # type: ignore[arg-type]
             )
         except TypeError:  # a plain function or lambda: hold it
-            ref = lambda: callback
+            def ref() -> Any:
+                return callback
+
         with self._lock:
             self._sources.append(ref)
 
@@ -284,7 +286,7 @@ class Emitter:
                 _log.debug("otel-toolscore: emitting %s failed", output, exc_info=True)
             if self._meter is not None:
                 self._errors_counter.add(1, {semconv.EMIT_OUTPUT: output})
-        except Exception:  # noqa: BLE001, S110 - the error path itself must not raise either
+        except Exception:  # noqa: BLE001 - the error path itself must not raise either
             pass
 
     def _explanation(self, text: str | None) -> str | None:

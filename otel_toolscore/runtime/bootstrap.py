@@ -19,9 +19,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from otel_toolscore.runtime import otel_env
 from otel_toolscore.config import load_settings
 from otel_toolscore.outputs.otel import _is_unset
+from otel_toolscore.runtime import otel_env
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers.base import Scorer
 

@@ -18,8 +18,8 @@ from otel_toolscore import semconv as sc
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.config import Rule, ToolScoreSettings, sampled
 from otel_toolscore.outputs.otel import Emitter
-from otel_toolscore.scorers._loop import Inflight
 from otel_toolscore.scorers import run as scoring
+from otel_toolscore.scorers._loop import Inflight
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers
 from otel_toolscore.trajectory import Trajectory
 
@@ -84,7 +84,7 @@ class Engine:
         self.scorer_names = [scoring.name_of(s) for s in all_scorers]
         for s in self.llm_scorers:
             # Judge latency and cost feed the pipeline-health metrics.
-            if hasattr(s, "on_judge") and getattr(s, "on_judge") is None:
+            if hasattr(s, "on_judge") and s.on_judge is None:
                 s.on_judge = emitter.record_judge
         self._judges: Inflight | None = Inflight(settings.llm_max_inflight) if self.llm_scorers else None
 

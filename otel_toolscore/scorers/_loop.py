@@ -32,7 +32,7 @@ def _serve(loop: asyncio.AbstractEventLoop) -> None:
         try:
             loop.run_forever()
             return
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             logger.warning("otel-toolscore: the judge loop was interrupted", exc_info=True)
             if loop.is_closed():
                 return
@@ -148,7 +148,7 @@ class Inflight:
         if fut.cancelled() and on_cancel is not None:
             try:
                 on_cancel()  # cancelled at shutdown: the run was dropped, and is counted so
-            except Exception:  # noqa: BLE001
+            except Exception:
                 logger.debug("on_cancel failed", exc_info=True)
         if not fut.cancelled() and fut.exception() is not None:
             logger.warning("otel-toolscore judge run failed", exc_info=fut.exception())
@@ -256,7 +256,7 @@ class _ForkFence:
             distro = sys.modules.get("distro")
             if distro is not None:
                 distro.id()
-        except Exception:  # noqa: BLE001 - only a precaution
+        except Exception:
             logger.debug("otel-toolscore: settling platform values before fork failed", exc_info=True)
 
     @staticmethod

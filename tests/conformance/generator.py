@@ -34,8 +34,8 @@ REQ_DIR = os.path.join(HERE, "requirements")
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
-import scenarios as S  # noqa: E402
-from scripted_model_server import start_server  # noqa: E402
+import scenarios as S
+from scripted_model_server import start_server
 
 MAX_CAPTURE_BYTES = 200_000
 

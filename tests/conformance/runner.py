@@ -22,7 +22,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import scenarios as S  # noqa: E402
+import scenarios as S
 
 # ---------------------------------------------------------------------------------------
 # Loopback-only guard: nothing in this process may reach beyond 127.0.0.0/8 / ::1.

@@ -18,9 +18,7 @@ import pytest
 
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.trajectory import Trajectory
-
 from tests.support.paths import CAPTURES, FIXTURES
-
 
 
 def _corpus(root: Path) -> list[tuple[Path, dict[str, Any]]]:

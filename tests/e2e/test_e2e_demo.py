@@ -13,7 +13,6 @@ from otel_toolscore import semconv
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.demo_agent.phoenix import find_phoenix
 from otel_toolscore.ingest import load_otlp
-
 from tests.e2e.e2e_support import clean_env, require_examples_extra, run_python
 from tests.support.otlp_sink import OtlpSink
 

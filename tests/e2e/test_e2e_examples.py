@@ -10,7 +10,6 @@ import pytest
 
 from otel_toolscore import semconv
 from otel_toolscore.ingest import decode_export_request
-
 from tests.e2e.e2e_support import clean_env, require_examples_extra, run_python
 from tests.support.otlp_sink import OtlpSink
 from tests.support.paths import EXAMPLES, REPO

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from otel_toolscore.demo_agent.phoenix import PHOENIX_INSTALL_HINT, Phoenix, find_phoenix
-
 from tests.e2e.e2e_support import clean_env, require_examples_extra, run_python
 from tests.support.paths import EXAMPLES
 

@@ -43,12 +43,8 @@ from typing import Any
 import atheris
 
 with atheris.instrument_imports(include=["otel_toolscore"]):
-    from otel_toolscore.runtime.serve import _http as _serve_http
-    from otel_toolscore.runtime.serve import _protocol as _serve_protocol
     from otel_toolscore.assemble import build_trajectories
     from otel_toolscore.config import ToolScoreSettings
-    from otel_toolscore.outputs.otel import Emitter
-    from otel_toolscore.runtime.engine import Engine
     from otel_toolscore.ingest import (
         MAX_PROBLEMS,
         OtlpBatch,
@@ -57,7 +53,11 @@ with atheris.instrument_imports(include=["otel_toolscore"]):
         load_otlp,
         spans_from_otlp_dict,
     )
+    from otel_toolscore.outputs.otel import Emitter
+    from otel_toolscore.runtime.engine import Engine
     from otel_toolscore.runtime.replay import replay
+    from otel_toolscore.runtime.serve import _http as _serve_http
+    from otel_toolscore.runtime.serve import _protocol as _serve_protocol
 
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs

@@ -10,7 +10,6 @@ from typing import Any
 
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.trajectory import Trajectory
-
 from tests.support.paths import REALWORLD
 
 ROOT = REALWORLD

@@ -21,7 +21,6 @@ from typing import Any
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.scorers._facts import Fact, facts_of
 from otel_toolscore.trajectory import Trajectory
-
 from tests.realworld import corpus
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -106,7 +105,7 @@ def _new_identifier(fact: Fact, blob_folded: str) -> str | None:
     if not digits or len(text) < 4:
         return None
     for rotate in (3, 7, 5):
-        new = re.sub(r"\d", lambda m: str((int(m.group(0)) + rotate) % 10), text)
+        new = re.sub(r"\d", lambda m, rotate=rotate: str((int(m.group(0)) + rotate) % 10), text)
         if new.casefold() not in blob_folded:
             return new
     return None

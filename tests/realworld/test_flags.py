@@ -19,7 +19,6 @@ import pytest
 
 from otel_toolscore.scorers.tool_results import ToolResultVerification
 from otel_toolscore.trajectory import Trajectory
-
 from tests.realworld import corpus, mutation
 
 pytestmark = pytest.mark.skipif(not corpus.available(), reason=f"shared corpus not found at {corpus.ROOT}")

@@ -15,7 +15,6 @@ from itertools import repeat
 from typing import Any
 
 from otel_toolscore.scorers._grounding import Sources, _json
-
 from tests.realworld import corpus
 from tests.realworld.test_flags import OPTIONS, flags, verdicts
 

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-
 ReplyKind = Literal[
     "ok", "status", "reset", "hang", "truncated_body", "reset_request", "reset_body", "slow_body", "slow_headers", "raw"
 ]
@@ -304,7 +303,7 @@ class JudgeServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 self._counted = False
                 self._body_read = False
                 try:

@@ -29,7 +29,7 @@ _EXPORTS: dict[str, str] = {
     "parse_header_items": "otel_toolscore.runtime.serve.upstream",
 }
 
-__all__ = [  # noqa: RUF022 -- grouped by module, as _EXPORTS
+__all__ = [
     "ServerAddresses",
     "ToolScoreServer",
     "RetryingExporter",
