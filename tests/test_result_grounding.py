@@ -206,3 +206,18 @@ def test_the_explanation_that_leaves_the_process_names_the_fact_and_its_sentence
     text = attrs["toolscore.tool_result_verification.explanation"]
     assert len(text) <= settings.explanation_max_chars
     assert text.startswith("States 145 EUR, which no tool result supports: 'Total: 145 EUR.'")
+
+
+def test_a_number_of_another_dimension_does_not_support_a_measured_one() -> None:
+    """A framework's stock prompt ("a 55 year old lumberjack") does not ground "55°F"; a bare 55,
+    or 12.8°C converted, still does (numbers match as numbers unless both units say otherwise)."""
+    weather = {"temperature": "72°F", "condition": "sunny"}
+    answer = "It's 55°F and raining in Madrid today."
+    age = make_trajectory([("get_weather", {"location": "Madrid"}, weather)], output=answer,
+                          system_instructions="Example: John Doe, a 55 year old lumberjack.")
+    assert flags(score(age)) == ["hallucinated_content"]
+    bare = make_trajectory([("get_weather", {"location": "Madrid"}, weather)], output=answer,
+                           system_instructions="Example: the answer is 55.")
+    assert flags(score(bare)) == []
+    celsius = make_trajectory([("get_weather", {"location": "Madrid"}, {"temperature": "12.8°C"})], output=answer)
+    assert flags(score(celsius)) == []

@@ -100,17 +100,7 @@ def test_tool_call_validation_finds_exactly_the_labelled_argument_problems(path:
     assert scenario(path)["arguments_valid"] is (path.stem != "bad_arguments")
 
 
-# Known misses of the scorer (not of the reader), each a strict xfail: it fails once fixed.
-_VERIFICATION_MISSES = {
-    "smolagents_openinference/hallucinated_answer": (
-        "smolagents' own system prompt has an example '55 year old' that grounds the answer's '55°F' "
-        "(numbers match as numbers, whatever their unit; system instructions are a source)"),
-}
-
-
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_VERIFICATION_MISSES[i]))
-    if i in _VERIFICATION_MISSES else p for p, i in zip(FILES, IDS)], ids=IDS)
+@pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_tool_result_verification_matches_the_labels(path: Path) -> None:
     label = scenario(path)
     score = ToolResultVerification().score(outermost(path))

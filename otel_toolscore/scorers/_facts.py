@@ -400,11 +400,20 @@ _CONVERSIONS: dict[str, tuple[Any, ...]] = {
 _NUMERIC_KINDS = frozenset({"number", "year", "money", "percentage"})
 
 
+def _dimension_of(fact: Fact) -> str | None:
+    """What a number measures, as far as its text says: its unit, or its kind (money, a year, a
+    percentage); None for a bare number."""
+    return fact.unit if fact.kind == "number" else fact.kind
+
+
 class FactIndex:
     """Facts of some texts, indexed for "does this fact appear there" (normalised)."""
 
     def __init__(self, facts: Iterable[Fact] = (), texts: Iterable[str] = ()) -> None:
         self.numbers: set[float] = set()
+        #: value → the dimensions it was written with (a number's unit, or its kind: money, a
+        #: year; None for a bare number), so that "55 year old" does not ground "55°F"
+        self._dimensions: dict[float, set[str | None]] = {}
         self.numeric: set[tuple[float, int]] = set()
         #: finite numbers in order, for "a number here rounds to the fact" (None: to be rebuilt)
         self._sorted: list[float] | None = None
@@ -449,6 +458,7 @@ class FactIndex:
                 if fact.value not in self.numbers:
                     self.numbers.add(fact.value)
                     self._sorted = None
+                self._dimensions.setdefault(fact.value, set()).add(_dimension_of(fact))
                 self.numeric.add((fact.value, fact.decimals))
                 self._by_decimals.setdefault(fact.decimals, set()).add(fact.value)
                 if fact.kind == "percentage":
@@ -495,8 +505,19 @@ class FactIndex:
         # an id or address inside a longer token of a source (a URL path, a sentence) counts
         return any(fact.value in part for part in self._blob_parts)
 
+    def _same_dimension(self, value: float, dimension: str | None) -> bool:
+        """A source number can be the fact's unless both were written with units of different
+        dimensions (a bare number on either side matches: "72" = "72°F")."""
+        if dimension is None:
+            return True
+        dimensions = self._dimensions.get(value, ())
+        return None in dimensions or dimension in dimensions
+
     def _has_number(self, fact: Fact) -> bool:
         value = fact.value
+        dimension = fact.unit if fact.kind == "number" else None
+        if dimension is not None:
+            return self._has_number_in(fact, dimension)
         if value in self.numbers:
             return True
         if fact.kind == "year" and int(value) in self.years:
@@ -518,6 +539,28 @@ class FactIndex:
             inverse = conversions[1 - i]  # every conversion is increasing, with its inverse beside it
             def converted(source: float, convert: Callable[[float], float] = convert) -> bool:
                 return round(convert(source), decimals) == value
+
+            if self._any_within(inverse(value - half), inverse(value + half), converted):
+                return True
+        return False
+
+    def _has_number_in(self, fact: Fact, dimension: str) -> bool:
+        """``_has_number`` for a number written with a unit: only sources of its dimension, or bare."""
+        value, decimals = fact.value, fact.decimals
+        if value in self.numbers and self._same_dimension(value, dimension):
+            return True
+        if not math.isfinite(value):
+            return False
+        half = 0.5 * 10.0**-decimals
+        if self._any_within(value - half, value + half,
+                            lambda s: round(s, decimals) == value and self._same_dimension(s, dimension)):
+            return True
+        conversions = _CONVERSIONS.get(dimension, ())
+        for i, convert in enumerate(conversions):
+            inverse = conversions[1 - i]
+
+            def converted(source: float, convert: Callable[[float], float] = convert) -> bool:
+                return round(convert(source), decimals) == value and self._same_dimension(source, dimension)
 
             if self._any_within(inverse(value - half), inverse(value + half), converted):
                 return True
