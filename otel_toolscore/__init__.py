@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "Trajectory": "otel_toolscore.trajectory",
 }
 
-__all__ = [
+__all__ = [  # grouped by stage, as _EXPORTS
     "build_trajectories",
     "load_otlp",
     "read_otlp_json",

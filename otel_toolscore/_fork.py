@@ -45,7 +45,7 @@ def _run(hooks: list[Hook], when: str) -> None:
     for hook in list(hooks):
         try:
             hook()
-        except Exception:
+        except Exception:  # an at-fork hook must never stop a fork (it is only printed)
             logger.warning("otel-toolscore: a hook %s fork failed", when, exc_info=True)
 
 

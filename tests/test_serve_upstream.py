@@ -58,7 +58,7 @@ def _logs_request() -> bytes:
 
 def _post(url: str, body: bytes, content_type: str) -> int:
     req = urllib.request.Request(url, data=body, headers={"Content-Type": content_type}, method="POST")
-    with urllib.request.urlopen(req, timeout=30) as resp:
+    with urllib.request.urlopen(req, timeout=30) as resp:  # loopback only
         return resp.status
 
 

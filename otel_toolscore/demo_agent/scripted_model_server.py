@@ -205,7 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ScriptedModelServer
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: Any) -> None:  # silence stderr
         pass
 
     # -- plumbing ------------------------------------------------------------------

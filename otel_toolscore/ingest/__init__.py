@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "format_trace_id": "otel_toolscore.ingest.spans",
 }
 
-__all__ = [
+__all__ = [  # grouped by module, as _EXPORTS
     "OtlpSource",
     "load_otlp",
     "read_otlp_json",

@@ -255,13 +255,13 @@ class ToolScoreSpanProcessor(SpanProcessor):
                             owner = self._owner(buf, span_id)
                             if owner is not None and owner in buf.runs:
                                 buf.runs[owner].open += 1
-        except Exception:
+        except Exception:  # nothing may raise into the app
             logger.debug("otel-toolscore on_start failed", exc_info=True)
         if evicted is not None:
             self._evict(evicted, "max_pending_traces")
         try:
             self._downstream.on_start(span, parent_context=parent_context)
-        except Exception:
+        except Exception:  # nothing may raise into the app
             logger.warning("otel-toolscore: downstream on_start failed", exc_info=True)
 
     def _on_ending(self, span: Span) -> None:
@@ -269,7 +269,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         if hook is not None:
             try:
                 hook(span)
-            except Exception:
+            except Exception:  # nothing may raise into the app
                 logger.warning("otel-toolscore: downstream _on_ending failed", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -293,7 +293,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                         hold, evicted = self._add_quiet(trace_id, buf, span, kind, held, now)
                     else:
                         hold, evicted, ready = self._add_live(trace_id, ctx.span_id, buf, span, kind, held, now)
-        except Exception:
+        except Exception:  # nothing may raise into the app
             # A span already held sits in its buffer with a deadline: the timer releases it.
             logger.debug("otel-toolscore on_end failed", exc_info=True)
         if not hold:
@@ -545,7 +545,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 self._engine.count_dropped(n=dropped)
             for reason, n in tally.items():
                 self._emitter.count_evicted(reason, n)
-        except Exception:
+        except Exception:  # counting must not stop the worker
             logger.warning("otel-toolscore: counting drops failed", exc_info=True)
 
     def _release(self, held: _Held, extra: dict[str, AttributeValue] | None = None) -> bool:
@@ -558,7 +558,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         if extra:
             try:
                 span = with_attributes(span, extra)
-            except Exception:
+            except Exception:  # an unscored span beats a lost one
                 logger.debug("otel-toolscore could not copy span", exc_info=True)
         self._forward(span)
         return True
@@ -574,7 +574,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
             try:
                 if not self._tick():
                     return
-            except BaseException:
+            except BaseException:  # the timer bounds every hold: it must not die
                 logger.warning("otel-toolscore timer step failed", exc_info=True)
                 time.sleep(0.01)
 
@@ -643,7 +643,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
     def _guarded(step: Any, *args: Any) -> None:
         try:
             step(*args)
-        except BaseException:
+        except BaseException:  # on the processor's own threads only
             logger.warning("otel-toolscore: %s failed", getattr(step, "__name__", step), exc_info=True)
 
     def _quiet_due(self, trace_id: int, now: float) -> _Ready | None:
@@ -682,7 +682,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                     self._release_all(item.held)
                 else:
                     self._score(item)
-            except BaseException:
+            except BaseException:  # nothing a scorer raises (SystemExit included) may end the worker
                 logger.warning("otel-toolscore scoring failed", exc_info=True)
                 self._guarded(self._release_all, item.held)
             finally:
@@ -804,14 +804,14 @@ class ToolScoreSpanProcessor(SpanProcessor):
             done = self._wait_idle(deadline)
             done = self._engine.wait_judges(max(0.0, deadline - time.monotonic())) and done
             self._flush_tally()  # counts taken on app threads reach the metrics before the flush
-        except Exception:
+        except Exception:  # nothing may raise into the app
             logger.warning("otel-toolscore: force_flush failed", exc_info=True)
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
         try:
             # None is success: SpanProcessor.force_flush is a bare ``pass`` in SDK 1.37, and a
             # downstream that does not override it has nothing to flush.
             return self._downstream.force_flush(remaining_ms) is not False and done
-        except Exception:
+        except Exception:  # nothing may raise into the app
             logger.warning("otel-toolscore: downstream force_flush failed", exc_info=True)
             return False
 
@@ -833,7 +833,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
             for r in ready:
                 self._submit(r)
             self._wait_idle(min(deadline, now + self.settings.hold_timeout))
-        except Exception:
+        except Exception:  # what is held must still leave
             logger.warning("otel-toolscore: shutdown failed while scoring", exc_info=True)
         with self._lock:
             self._shutdown = True
@@ -870,5 +870,5 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._closed = True
         try:
             self._downstream.shutdown()
-        except Exception:
+        except Exception:  # nothing may raise into the app
             logger.warning("otel-toolscore: downstream shutdown failed", exc_info=True)

@@ -256,7 +256,7 @@ class _ForkFence:
             distro = sys.modules.get("distro")
             if distro is not None:
                 distro.id()
-        except Exception:
+        except Exception:  # only a precaution
             logger.debug("otel-toolscore: settling platform values before fork failed", exc_info=True)
 
     @staticmethod

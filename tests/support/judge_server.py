@@ -303,7 +303,7 @@ class JudgeServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def do_POST(self) -> None:
+            def do_POST(self) -> None:  # http.server's naming
                 self._counted = False
                 self._body_read = False
                 try:

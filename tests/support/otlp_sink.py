@@ -175,7 +175,7 @@ class OtlpSink(_Kept):
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_POST(self) -> None:
+            def do_POST(self) -> None:  # http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)

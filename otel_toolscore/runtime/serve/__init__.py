@@ -29,7 +29,7 @@ _EXPORTS: dict[str, str] = {
     "parse_header_items": "otel_toolscore.runtime.serve.upstream",
 }
 
-__all__ = [
+__all__ = [  # grouped by module, as _EXPORTS
     "ServerAddresses",
     "ToolScoreServer",
     "RetryingExporter",

@@ -83,7 +83,7 @@ class RetryingExporter(SpanExporterWrapper):
         self._attempt_since = time.monotonic()
         try:
             ok = self._delegate.export(spans) == SpanExportResult.SUCCESS
-        except Exception:
+        except Exception:  # an exporter bug is a failed attempt, retried like one
             logger.warning("otel-toolscore: exporting to the upstream raised", exc_info=True)
             ok = False
         finally:

@@ -74,7 +74,7 @@ def start_server(script: dict):
             local.n_results = count_tool_results(body.get("messages")) if isinstance(body, dict) else None
             super().record(entry)
 
-        def pick_turn(self, scenario: dict, n_tool_results: int):
+        def pick_turn(self, scenario: dict, n_tool_results: int):  # see module docstring
             n = getattr(local, "n_results", None)
             return ScriptedModelServer.pick_turn(scenario, n_tool_results if n is None else n)
 
