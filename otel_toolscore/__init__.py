@@ -10,9 +10,9 @@ for ``__version__``, does not load the whole pipeline.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from otel_toolscore import _lazy
 from otel_toolscore._version import __version__
 
 # public name -> the module that defines it
@@ -83,16 +83,4 @@ if TYPE_CHECKING:  # the static view of the same names, for type checkers and ID
     )
 
 
-def __getattr__(name: str) -> Any:
-    if name == "scorers":
-        return import_module("otel_toolscore.scorers")
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'otel_toolscore' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS, globals(), submodules=("scorers",))

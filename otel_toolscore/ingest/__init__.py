@@ -18,8 +18,9 @@ the decoders.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from otel_toolscore import _lazy
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
@@ -63,14 +64,4 @@ if TYPE_CHECKING:  # the static view of the same names, for type checkers and ID
     from otel_toolscore.ingest.spans import copy_span, format_span_id, format_trace_id
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'otel_toolscore.ingest' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS, globals())

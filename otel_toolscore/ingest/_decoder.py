@@ -163,6 +163,14 @@ class Decoder:
         self._index.setdefault((trace_id, span_id), len(self.spans))
         self.spans.append(span)
 
+    def _lacks_ids(self, trace_id: int, span_id: int, where: str) -> bool:
+        """A span without a trace or span id (all zeros) cannot be placed: noted, skipped."""
+        for value, name in ((trace_id, "traceId"), (span_id, "spanId")):
+            if not value:
+                self.problems.add(f"{where}: missing {name}, skipped")
+                return True
+        return False
+
     def _kind(self, raw: Any, label: str) -> SpanKind:
         if raw is None:
             return SpanKind.INTERNAL

@@ -180,11 +180,7 @@ class JsonDecoder(Decoder):
         except BadValue as exc:
             self.problems.add(f"{where}: invalid spanId ({exc}), skipped")
             return
-        if not trace_id:
-            self.problems.add(f"{where}: missing traceId, skipped")
-            return
-        if not span_id:
-            self.problems.add(f"{where}: missing spanId, skipped")
+        if self._lacks_ids(trace_id, span_id, where):
             return
         label = f"{prefix}span {format_span_id(span_id)}"
         try:

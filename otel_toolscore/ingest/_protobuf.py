@@ -74,11 +74,7 @@ class PbDecoder(Decoder):
         except BadValue as exc:
             self.problems.add(f"{where}: invalid id ({exc}), skipped")
             return
-        if not trace_id:
-            self.problems.add(f"{where}: missing traceId, skipped")
-            return
-        if not span_id:
-            self.problems.add(f"{where}: missing spanId, skipped")
+        if self._lacks_ids(trace_id, span_id, where):
             return
         label = f"span {format_span_id(span_id)}"
         try:

@@ -515,10 +515,9 @@ class FactIndex:
 
     def _has_number(self, fact: Fact) -> bool:
         value = fact.value
+        # a number written with a unit is supported only by sources of its dimension, or bare ones
         dimension = fact.unit if fact.kind == "number" else None
-        if dimension is not None:
-            return self._has_number_in(fact, dimension)
-        if value in self.numbers:
+        if value in self.numbers and self._same_dimension(value, dimension):
             return True
         if fact.kind == "year" and int(value) in self.years:
             return True
@@ -532,32 +531,15 @@ class FactIndex:
         # are found by bisection, so a run with 100,000 numbers is not scanned once per fact.
         decimals = fact.decimals
         half = 0.5 * 10.0**-decimals
-        if self._any_within(value - half, value + half, lambda s: round(s, decimals) == value):
+
+        def rounded(source: float) -> bool:
+            return round(source, decimals) == value and self._same_dimension(source, dimension)
+
+        if self._any_within(value - half, value + half, rounded):
             return True
-        conversions = _CONVERSIONS.get(fact.unit or "", ()) if fact.kind == "number" else ()
+        conversions = _CONVERSIONS.get(dimension or "", ())
         for i, convert in enumerate(conversions):
             inverse = conversions[1 - i]  # every conversion is increasing, with its inverse beside it
-            def converted(source: float, convert: Callable[[float], float] = convert) -> bool:
-                return round(convert(source), decimals) == value
-
-            if self._any_within(inverse(value - half), inverse(value + half), converted):
-                return True
-        return False
-
-    def _has_number_in(self, fact: Fact, dimension: str) -> bool:
-        """``_has_number`` for a number written with a unit: only sources of its dimension, or bare."""
-        value, decimals = fact.value, fact.decimals
-        if value in self.numbers and self._same_dimension(value, dimension):
-            return True
-        if not math.isfinite(value):
-            return False
-        half = 0.5 * 10.0**-decimals
-        if self._any_within(value - half, value + half,
-                            lambda s: round(s, decimals) == value and self._same_dimension(s, dimension)):
-            return True
-        conversions = _CONVERSIONS.get(dimension, ())
-        for i, convert in enumerate(conversions):
-            inverse = conversions[1 - i]
 
             def converted(source: float, convert: Callable[[float], float] = convert) -> bool:
                 return round(convert(source), decimals) == value and self._same_dimension(source, dimension)
