@@ -12,7 +12,7 @@ line in ``CONVENTIONS``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from types import MappingProxyType
 from typing import Any
@@ -98,15 +98,31 @@ def _gated(name: str, attrs: Attributes | None) -> tuple[Convention, ...]:
     return gated
 
 
-def _stated_role(attrs: Attributes) -> Role | None:
-    """The role a span states outright (``_STATED``), if it does."""
-    for key, roles, default in _STATED:
-        value = attrs.get(key)
-        if value is not None:
-            role = roles.get(value, default)
-            if role:
-                return role  # (never "": a table states a role or nothing)
-    return None
+def _compile_stated(
+    table: Sequence[tuple[str, Mapping[str, Stated], Stated | None]],
+) -> Callable[[Attributes], Role | None]:
+    """``_STATED`` as one function of straight-line look-ups (the way ``dataclasses`` writes an
+    ``__init__``): every span the app ends with a GenAI key asks it, and a loop over the table's
+    tuples cost about as much again as the look-ups themselves."""
+    names: dict[str, Any] = {}
+    lines = ["def _stated_role(attrs):", "    get = attrs.get"]
+    for i, (key, roles, default) in enumerate(table):
+        names[f"K{i}"], names[f"R{i}"], names[f"D{i}"] = key, roles, default
+        lines += [
+            f"    value = get(K{i})",
+            "    if value is not None:",
+            f"        role = R{i}.get(value, D{i})",
+            "        if role:",
+            "            return role",  # (never "": a table states a role or nothing)
+        ]
+    lines.append("    return None")
+    exec("\n".join(lines), names)  # our own table's constants, never input
+    function: Callable[[Attributes], Role | None] = names["_stated_role"]
+    return function
+
+
+#: ``_stated_role(attrs)``: the role a span states outright (``_STATED``, in order), if it does
+_stated_role = _compile_stated(_STATED)
 
 
 def _hex(value: int, width: int) -> str:
@@ -272,13 +288,9 @@ def classify(span: ReadableSpan) -> str | None:
             return None
         gated, attrs = _NAMED_ONLY, attrs or _EMPTY
     else:
-        # (inlined _stated_role: this runs for every span the app ends)
-        for key, roles, default in _STATED:
-            value = attrs.get(key)
-            if value is not None:
-                stated = roles.get(value, default)
-                if stated:
-                    return "agent" if stated == "agent" else "genai"
+        stated = _stated_role(attrs)
+        if stated:
+            return "agent" if stated == "agent" else "genai"
         gated = _gated(span.name or "", attrs)
     recognised = False
     for convention in gated:

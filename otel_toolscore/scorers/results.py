@@ -24,7 +24,7 @@ SEVERITY_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2, "critical": 
 _R = TypeVar("_R", bound="CallResult")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # (not frozen: see CallResult)
 class Issue:
     """One problem found in one tool call (the ``issues`` entries of per-call details)."""
 
@@ -58,7 +58,9 @@ class Issue:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though never changed once a scorer returns it: a frozen dataclass sets each field
+# through object.__setattr__ (8x the cost of a plain one), and a run builds one per call per scorer.
+@dataclass(slots=True)
 class CallResult:
     """A scorer's verdict on one tool call of the run it scored."""
 
@@ -114,7 +116,7 @@ def pin_to_calls(results: Sequence[CallResult], trajectory: Trajectory) -> list[
 # --- JSON written by a scorer that gives no typed results ---------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _ReadBack(CallResult):
     """A result read back from a JSON-only scorer's details: its call is what the JSON claims."""
 

@@ -169,7 +169,7 @@ def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CalledTool(CallResult):
     """A call of the run as tool_call_accuracy lists it: no per-call score, no issues."""
 

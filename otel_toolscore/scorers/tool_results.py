@@ -687,7 +687,7 @@ class ToolResultVerification(Scorer):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class VerifiedCall(CallResult):
     """One call's result as tool_result_verification checked it against the response."""
 

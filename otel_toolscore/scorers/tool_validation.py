@@ -424,7 +424,7 @@ class ToolCallValidation(Scorer):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CheckedCall(CallResult):
     """One call as tool_call_validation checked it."""
 
