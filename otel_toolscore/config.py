@@ -292,7 +292,17 @@ def sampled(trace_id: int, rate: float) -> bool:
     Same bound and same 64 low-order bits as the sampler, so every process decides alike for
     a trace and the traces kept at a lower rate are a subset of those kept at a higher one.
     """
+    return trace_id & TraceIdRatioBased.TRACE_ID_LIMIT < sample_bound(rate)
+
+
+def sample_bound(rate: float) -> int:
+    """``sampled(trace_id, rate)`` is ``trace_id & TRACE_ID_LIMIT < sample_bound(rate)``: the
+    bound once, for a decision made on every span."""
     if math.isnan(rate) or not 0.0 <= rate <= 1.0:
         raise ValueError(f"sample rate must be in [0, 1], got {rate!r}")
-    bound = TraceIdRatioBased.get_bound_for_rate(rate)
-    return trace_id & TraceIdRatioBased.TRACE_ID_LIMIT < bound
+    bound: int = TraceIdRatioBased.get_bound_for_rate(rate)
+    return bound
+
+
+#: the bits of a trace id that the sampling decision looks at
+TRACE_ID_LIMIT: int = TraceIdRatioBased.TRACE_ID_LIMIT

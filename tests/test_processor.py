@@ -711,3 +711,38 @@ def test_force_flush_is_true_over_a_downstream_whose_force_flush_returns_none() 
     assert len([s for s in plain.spans if not s.name.startswith("evaluation")]) == 4
     assert len(plain.spans) == 4 + len(p.processor._engine.scorer_names)
     provider.shutdown()
+
+
+# --- sampling decided when a trace's first span starts ----------------------------------------
+
+
+def test_a_trace_no_scorer_samples_is_never_buffered_only_forwarded() -> None:
+    from otel_toolscore.config import sampled
+
+    p = Pipeline(default_sample_rate=0.5, sample_rates={"tool_call_accuracy": 0.25})
+    buffered: list[int] = []
+    new_buffer = p.processor._new_buffer
+
+    def spy(trace_id: int, now: float) -> Any:
+        buffered.append(trace_id)
+        return new_buffer(trace_id, now)
+
+    p.processor._new_buffer = spy  # type: ignore[method-assign]
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    tracer = provider.get_tracer("t")
+    for _ in range(60):
+        weather_run(tracer, expected="get_weather")
+    assert p.processor.force_flush(10_000)
+    agents = [s for s in p.exported() if s.name.startswith("invoke_agent")]
+    kept = {s.context.trace_id for s in agents if sampled(s.context.trace_id, 0.5)}
+    assert 10 < len(kept) < 50  # both kinds of trace are in the sample
+    # the highest rate decides: a trace that no scorer samples is never buffered
+    assert set(buffered) == kept
+    app_spans = [s for s in p.exported() if not s.name.startswith("evaluation")]
+    counts = id_counts(app_spans)
+    assert len(counts) == 60 * 4 and set(counts.values()) == {1}  # every span forwarded, once
+    for span in agents:
+        scored = any(k.startswith("gen_ai.evaluation.") or k.startswith("toolscore.score") for k in span.attributes or {})
+        assert scored == (span.context.trace_id in kept), span.attributes
+    p.processor.shutdown()

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.assemble import build_trajectories
-from otel_toolscore.config import Rule, ToolScoreSettings, sampled
+from otel_toolscore.config import Rule, ToolScoreSettings, sample_bound, sampled
 from otel_toolscore.outputs.otel import Emitter
 from otel_toolscore.scorers import run as scoring
 from otel_toolscore.scorers._loop import Inflight
@@ -118,6 +118,14 @@ class Engine:
 
     def _any_sampled(self, trace_id: int) -> bool:
         return any(sampled(trace_id, self._rate(s)) for s in (*self.code_scorers, *self.llm_scorers))
+
+    def trace_bound(self) -> int | None:
+        """The bound below which a trace id (its low 64 bits) is sampled by some scorer, or None
+        when every trace is: a trace kept at a lower rate is kept at every higher one, so some
+        scorer samples a trace exactly when the highest rate does."""
+        rates = [self._rate(s) for s in (*self.code_scorers, *self.llm_scorers)]
+        top = max(rates, default=0.0)
+        return None if top >= 1.0 else sample_bound(top)
 
     def _rate(self, scorer: Scorer) -> float:
         name = str(getattr(scorer, "name", ""))

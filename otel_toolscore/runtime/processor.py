@@ -45,7 +45,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_toolscore import _fork
 from otel_toolscore import semconv as sc
-from otel_toolscore.config import ToolScoreSettings, load_settings
+from otel_toolscore.config import TRACE_ID_LIMIT, ToolScoreSettings, load_settings
 from otel_toolscore.conventions import classify
 from otel_toolscore.ingest import copy_span
 from otel_toolscore.outputs.otel import Emitter
@@ -174,6 +174,9 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._hold_slack = min(_HOLD_SLACK_S, self._hold_timeout / 10)
         self._emitter = Emitter(self.settings, meter_provider=meter_provider, logger_provider=logger_provider)
         self._engine = Engine(self.settings, scorers, self._emitter)
+        # Sampling is decided on the trace id when a span starts: a trace no scorer samples is
+        # never buffered, classified or assembled, only forwarded. None: every trace is sampled.
+        self._trace_bound = self._engine.trace_bound()
         self._emitter.observe_pending(lambda: len(self._pending))
         self.stats: Counter[str] = Counter()
         self._init_state()
@@ -238,23 +241,25 @@ class ToolScoreSpanProcessor(SpanProcessor):
         try:
             ctx = span.context
             trace_id = ctx.trace_id
-            with self._lock:
-                if not self._shutdown:
-                    buf = self._pending.get(trace_id)
-                    if buf is None:
-                        buf, evicted = self._new_buffer(trace_id, time.monotonic())
-                    if not self._quiet:
-                        # The live span is kept while open: its parent, and whether it is an
-                        # agent, are read from it only when a walk up the tree needs them (not
-                        # here, on every span's start).
-                        span_id = ctx.span_id
-                        buf.open_ids[span_id] = span
-                        if buf.runs:
-                            # A child starting late under a run that has ended: the run waits for it
-                            # too (within its grace).
-                            owner = self._owner(buf, span_id)
-                            if owner is not None and owner in buf.runs:
-                                buf.runs[owner].open += 1
+            bound = self._trace_bound
+            if bound is None or trace_id & TRACE_ID_LIMIT < bound:  # (else: only forwarded)
+                with self._lock:
+                    if not self._shutdown:
+                        buf = self._pending.get(trace_id)
+                        if buf is None:
+                            buf, evicted = self._new_buffer(trace_id, time.monotonic())
+                        if not self._quiet:
+                            # The live span is kept while open: its parent, and whether it is an
+                            # agent, are read from it only when a walk up the tree needs them (not
+                            # here, on every span's start).
+                            span_id = ctx.span_id
+                            buf.open_ids[span_id] = span
+                            if buf.runs:
+                                # A child starting late under a run that has ended: the run waits for it
+                                # too (within its grace).
+                                owner = self._owner(buf, span_id)
+                                if owner is not None and owner in buf.runs:
+                                    buf.runs[owner].open += 1
         except Exception:  # nothing may raise into the app
             logger.debug("otel-toolscore on_start failed", exc_info=True)
         if evicted is not None:
@@ -277,10 +282,15 @@ class ToolScoreSpanProcessor(SpanProcessor):
         ready: list[_Ready] | None = None
         evicted: _TraceBuffer | None = None
         try:
-            # Everything that needs no shared state is done before taking the lock.
-            kind = classify(span)
             ctx = span.context
             trace_id = ctx.trace_id
+            bound = self._trace_bound
+            if bound is not None and trace_id & TRACE_ID_LIMIT >= bound:
+                # not sampled: never buffered (see on_start), only forwarded
+                self._forward(span)
+                return
+            # Everything that needs no shared state is done before taking the lock.
+            kind = classify(span)
             agent = kind == "agent"
             now = time.monotonic() if agent or self._quiet else 0.0
             held = _Held(span, ctx.span_id, now + self._hold_timeout) if agent else None
