@@ -14,6 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
@@ -85,6 +86,10 @@ OUTPUT_EVENTS = "events"
 OUTPUT_METRICS = "metrics"
 
 _id_generator = RandomIdGenerator()
+
+#: scores whose outputs are remembered (``Emitter._emitted``): the processor puts a run's scores on
+#: its agent span, then emits events and evaluation spans for them, a trace's runs at a time
+_REMEMBERED_SCORES = 128
 
 
 def truncate(text: str, limit: int) -> str:
@@ -187,6 +192,26 @@ def _pending_gauge(meter: Meter) -> _PendingGauge:
         return gauge
 
 
+@dataclass(slots=True)
+class _Emitted:
+    """What the outputs say of one score, worked out (the explanation redacted) once for all."""
+
+    value: float | None
+    label: str | None
+    #: None: no explanation (none given, explanations off)
+    explanation: str | None
+    #: ``gen_ai.evaluation.*`` and ``error.type``, as the event and the evaluation span carry
+    #: them; read-only, each output copies it
+    evaluation: dict[str, AttributeValue]
+
+
+def _call_event_wanted(result: CallResult, which: str) -> bool:
+    """Whether a per-call event goes out for ``result`` under ``call_events=which``."""
+    if result.score is None or which == "none":
+        return False
+    return which == "all" or bool(result.issues) or result.score < 1
+
+
 class Emitter:
     """Turns scores into attributes, events, an evaluation span and metrics."""
 
@@ -209,6 +234,9 @@ class Emitter:
         self._warned: set[str] = set()
         self._tool_names: set[str] = set()
         self._lock = threading.Lock()
+        # id(score) -> (score, its outputs); the score is held so that its id is not reused
+        self._remembered: dict[int, tuple[Score, _Emitted]] = {}
+        self._remembered_lock = threading.Lock()
         # A provider that fails here turns its output off rather than failing the app's
         # install(); the warning says why the output is missing.
         self._meter: Meter | None = None
@@ -318,10 +346,11 @@ class Emitter:
         try:
             attributes: dict[str, AttributeValue] = {}
             for score in scores:
+                emitted = self._emitted(score)
                 fields: dict[str, AttributeValue | None] = {
-                    semconv.TOOLSCORE_FIELD_SCORE: _number(score.value),
-                    semconv.TOOLSCORE_FIELD_LABEL: label_of(score),
-                    semconv.TOOLSCORE_FIELD_EXPLANATION: self._explanation(score.explanation),
+                    semconv.TOOLSCORE_FIELD_SCORE: emitted.value,
+                    semconv.TOOLSCORE_FIELD_LABEL: emitted.label,
+                    semconv.TOOLSCORE_FIELD_EXPLANATION: emitted.explanation,
                     semconv.TOOLSCORE_FIELD_ERROR: score.error,
                 }
                 for field, value in fields.items():
@@ -386,8 +415,8 @@ class Emitter:
         attributes: dict[str, AttributeValue] = {
             semconv.GEN_AI_OPERATION_NAME: semconv.OP_EVALUATION,
             semconv.OI_SPAN_KIND: semconv.OI_KIND_EVALUATOR,
+            **self._emitted(score).evaluation,
         }
-        attributes.update(self._evaluation_attributes(score))
         if trajectory.agent_name:
             attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
         attributes[semconv.oi_evaluation_attr(0, semconv.OI_EVALUATION_NAME)] = score.name
@@ -400,21 +429,35 @@ class Emitter:
                 attributes[semconv.oi_evaluation_attr(0, oi_field)] = attributes[gen_ai]
         return attributes
 
-    def _evaluation_attributes(self, score: Score) -> dict[str, AttributeValue]:
-        """The ``gen_ai.evaluation.*`` (and ``error.type``) attributes of one run-level score."""
-        attributes: dict[str, AttributeValue] = {semconv.GEN_AI_EVALUATION_NAME: score.name}
+    def _emitted(self, score: Score) -> _Emitted:
+        """``score``'s outputs, worked out on its first output and remembered for the others (its
+        agent-span attributes, its event and its evaluation span say the same)."""
+        key = id(score)
+        with self._remembered_lock:
+            entry = self._remembered.get(key)
+        if entry is not None and entry[0] is score:
+            return entry[1]
+        emitted = self._work_out(score)
+        with self._remembered_lock:
+            self._remembered[key] = (score, emitted)
+            if len(self._remembered) > _REMEMBERED_SCORES:  # the oldest goes
+                del self._remembered[next(iter(self._remembered))]
+        return emitted
+
+    def _work_out(self, score: Score) -> _Emitted:
         value = _number(score.value)
-        if value is not None:
-            attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = value
         label = label_of(score)
-        if label is not None:
-            attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
         explanation = self._explanation(score.explanation)
+        evaluation: dict[str, AttributeValue] = {semconv.GEN_AI_EVALUATION_NAME: score.name}
+        if value is not None:
+            evaluation[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = value
+        if label is not None:
+            evaluation[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
         if explanation:
-            attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
+            evaluation[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
         if score.error is not None:
-            attributes[semconv.ERROR_TYPE] = score.error
-        return attributes
+            evaluation[semconv.ERROR_TYPE] = score.error
+        return _Emitted(value, label, explanation, evaluation)
 
     # --- events -----------------------------------------------------------------------------
 
@@ -430,7 +473,8 @@ class Emitter:
 
     def emit_events(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
         """One ``gen_ai.evaluation.result`` per score on the run span, plus one per scored tool
-        call on its tool span (on the run span when the call had no span of its own)."""
+        call that ``call_events`` picks, on its tool span (on the run span when the call had no
+        span of its own)."""
         if self._logger is None or not scores:
             return
         if self._unsent_check["events"]:
@@ -440,22 +484,26 @@ class Emitter:
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVENTS)
             return
+        which = self._settings.call_events
         for score in scores:
             # One score's bad details must not cost the other scores their events.
             try:
-                attributes = self._evaluation_attributes(score)
+                attributes = dict(self._emitted(score).evaluation)
                 if trajectory.agent_name:
                     attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
                 self._emit(run_context, attributes, error=score.error is not None)
-                for result in pin_to_calls(score.calls, trajectory):
-                    self._emit_call(trajectory, score, result, run_context)
+                if which == "none":
+                    continue
+                calls = [result for result in score.calls if _call_event_wanted(result, which)]
+                if calls:
+                    for result in pin_to_calls(calls, trajectory):
+                        self._emit_call(trajectory, score, result, run_context)
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 
     def _emit_call(self, trajectory: Trajectory, score: Score, result: CallResult, run_context: Context) -> None:
         """The per-call event, on the call's own span (the run's when it has none)."""
-        if result.score is None:
-            return
+        assert result.score is not None  # _call_event_wanted
         attributes: dict[str, AttributeValue] = {
             semconv.GEN_AI_EVALUATION_NAME: score.name,
             semconv.GEN_AI_EVALUATION_SCORE_VALUE: result.score,
