@@ -13,6 +13,7 @@ import math
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -234,8 +235,9 @@ class Emitter:
         self._warned: set[str] = set()
         self._tool_names: set[str] = set()
         self._lock = threading.Lock()
-        # id(score) -> (score, its outputs); the score is held so that its id is not reused
-        self._remembered: dict[int, tuple[Score, _Emitted]] = {}
+        # id(score) -> (score, its outputs), oldest first; the score is held so that its id is not
+        # reused while it is here
+        self._remembered: OrderedDict[int, tuple[Score, _Emitted]] = OrderedDict()
         self._remembered_lock = threading.Lock()
         # A provider that fails here turns its output off rather than failing the app's
         # install(); the warning says why the output is missing.
@@ -440,8 +442,8 @@ class Emitter:
         emitted = self._work_out(score)
         with self._remembered_lock:
             self._remembered[key] = (score, emitted)
-            if len(self._remembered) > _REMEMBERED_SCORES:  # the oldest goes
-                del self._remembered[next(iter(self._remembered))]
+            if len(self._remembered) > _REMEMBERED_SCORES:
+                self._remembered.popitem(last=False)
         return emitted
 
     def _work_out(self, score: Score) -> _Emitted:
