@@ -33,6 +33,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import otel_toolscore
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
+from otel_toolscore.outputs import otel as otel_outputs
 from otel_toolscore.outputs.otel import SCORE_BUCKETS, Emitter, truncate
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers import ToolCallValidation
@@ -590,9 +591,20 @@ def test_each_explanation_is_redacted_once_for_all_outputs(
     assert attrs(log_exporter.get_finished_logs()[1])["gen_ai.evaluation.explanation"] == redacted
     assert validation_span.attributes is not None
     assert validation_span.attributes["gen_ai.evaluation.explanation"] == redacted
-    # a score equal to one seen before, but another object, is worked out on its own
-    emitter.span_attributes([VALIDATION.model_copy()])
-    assert seen.count(EXPLANATION) == 2
+    # the next run with the same explanation reuses it; another text is worked out
+    emitter.span_attributes([VALIDATION.model_copy(), ACCURACY.model_copy(update={"explanation": "other"})])
+    assert seen.count(EXPLANATION) == 1 and seen.count("other") == 1
+
+
+def test_remembered_explanations_are_bounded(make_emitter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(otel_outputs, "_REMEMBERED_TEXTS", 3)
+    emitter = make_emitter()
+    for i in range(10):
+        emitter.span_attributes([ACCURACY.model_copy(update={"explanation": f"text {i}"})])
+    assert list(emitter._explained) == ["text 7", "text 8", "text 9"]
+    long = "x " * otel_outputs._REMEMBERED_TEXT_CHARS  # worked out each time, never kept
+    assert emitter.span_attributes([ACCURACY.model_copy(update={"explanation": long})])
+    assert long not in emitter._explained
 
 
 # --- metrics ----------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
@@ -88,9 +87,18 @@ OUTPUT_METRICS = "metrics"
 
 _id_generator = RandomIdGenerator()
 
-#: scores whose outputs are remembered (``Emitter._emitted``): the processor puts a run's scores on
-#: its agent span, then emits events and evaluation spans for them, a trace's runs at a time
-_REMEMBERED_SCORES = 128
+#: explanations remembered as they leave (``Emitter._explanation``): a run-level one goes out on
+#: the agent span, in the event and on the evaluation span, and runs repeat their explanations
+_REMEMBERED_TEXTS = 256
+#: longer texts are worked out again each time rather than kept (memory)
+_REMEMBERED_TEXT_CHARS = 4096
+
+
+def _call_event_wanted(result: CallResult, which: str) -> bool:
+    """Whether a per-call event goes out for ``result`` under ``call_events=which``."""
+    if result.score is None or which == "none":
+        return False
+    return which == "all" or bool(result.issues) or result.score < 1
 
 
 def truncate(text: str, limit: int) -> str:
@@ -193,26 +201,6 @@ def _pending_gauge(meter: Meter) -> _PendingGauge:
         return gauge
 
 
-@dataclass(slots=True)
-class _Emitted:
-    """What the outputs say of one score, worked out (the explanation redacted) once for all."""
-
-    value: float | None
-    label: str | None
-    #: None: no explanation (none given, explanations off)
-    explanation: str | None
-    #: ``gen_ai.evaluation.*`` and ``error.type``, as the event and the evaluation span carry
-    #: them; read-only, each output copies it
-    evaluation: dict[str, AttributeValue]
-
-
-def _call_event_wanted(result: CallResult, which: str) -> bool:
-    """Whether a per-call event goes out for ``result`` under ``call_events=which``."""
-    if result.score is None or which == "none":
-        return False
-    return which == "all" or bool(result.issues) or result.score < 1
-
-
 class Emitter:
     """Turns scores into attributes, events, an evaluation span and metrics."""
 
@@ -235,10 +223,9 @@ class Emitter:
         self._warned: set[str] = set()
         self._tool_names: set[str] = set()
         self._lock = threading.Lock()
-        # id(score) -> (score, its outputs), oldest first; the score is held so that its id is not
-        # reused while it is here
-        self._remembered: OrderedDict[int, tuple[Score, _Emitted]] = OrderedDict()
-        self._remembered_lock = threading.Lock()
+        # explanation as given -> as it leaves, oldest first
+        self._explained: OrderedDict[str, str] = OrderedDict()
+        self._explained_lock = threading.Lock()
         # A provider that fails here turns its output off rather than failing the app's
         # install(); the warning says why the output is missing.
         self._meter: Meter | None = None
@@ -321,9 +308,23 @@ class Emitter:
 
     def _explanation(self, text: str | None) -> str | None:
         """What may leave the process of an explanation: nothing when explanations are off,
-        else redacted, then cut to ``explanation_max_chars``."""
+        else redacted, then cut to ``explanation_max_chars``. Worked out once per text."""
         if not text or not self._settings.explanations:
             return None
+        if len(text) > _REMEMBERED_TEXT_CHARS:
+            return self._leaving(text)
+        with self._explained_lock:
+            leaving = self._explained.get(text)
+        if leaving is not None:
+            return leaving
+        leaving = self._leaving(text)
+        with self._explained_lock:
+            self._explained[text] = leaving
+            if len(self._explained) > _REMEMBERED_TEXTS:
+                self._explained.popitem(last=False)
+        return leaving
+
+    def _leaving(self, text: str) -> str:
         limit = self._settings.explanation_max_chars
         if self._redact is not None:
             # Redacting megabytes to keep 256 characters would cost the worker for nothing, so
@@ -348,11 +349,10 @@ class Emitter:
         try:
             attributes: dict[str, AttributeValue] = {}
             for score in scores:
-                emitted = self._emitted(score)
                 fields: dict[str, AttributeValue | None] = {
-                    semconv.TOOLSCORE_FIELD_SCORE: emitted.value,
-                    semconv.TOOLSCORE_FIELD_LABEL: emitted.label,
-                    semconv.TOOLSCORE_FIELD_EXPLANATION: emitted.explanation,
+                    semconv.TOOLSCORE_FIELD_SCORE: _number(score.value),
+                    semconv.TOOLSCORE_FIELD_LABEL: label_of(score),
+                    semconv.TOOLSCORE_FIELD_EXPLANATION: self._explanation(score.explanation),
                     semconv.TOOLSCORE_FIELD_ERROR: score.error,
                 }
                 for field, value in fields.items():
@@ -417,8 +417,8 @@ class Emitter:
         attributes: dict[str, AttributeValue] = {
             semconv.GEN_AI_OPERATION_NAME: semconv.OP_EVALUATION,
             semconv.OI_SPAN_KIND: semconv.OI_KIND_EVALUATOR,
-            **self._emitted(score).evaluation,
         }
+        attributes.update(self._evaluation_attributes(score))
         if trajectory.agent_name:
             attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
         attributes[semconv.oi_evaluation_attr(0, semconv.OI_EVALUATION_NAME)] = score.name
@@ -431,35 +431,21 @@ class Emitter:
                 attributes[semconv.oi_evaluation_attr(0, oi_field)] = attributes[gen_ai]
         return attributes
 
-    def _emitted(self, score: Score) -> _Emitted:
-        """``score``'s outputs, worked out on its first output and remembered for the others (its
-        agent-span attributes, its event and its evaluation span say the same)."""
-        key = id(score)
-        with self._remembered_lock:
-            entry = self._remembered.get(key)
-        if entry is not None and entry[0] is score:
-            return entry[1]
-        emitted = self._work_out(score)
-        with self._remembered_lock:
-            self._remembered[key] = (score, emitted)
-            if len(self._remembered) > _REMEMBERED_SCORES:
-                self._remembered.popitem(last=False)
-        return emitted
-
-    def _work_out(self, score: Score) -> _Emitted:
+    def _evaluation_attributes(self, score: Score) -> dict[str, AttributeValue]:
+        """The ``gen_ai.evaluation.*`` (and ``error.type``) attributes of one run-level score."""
+        attributes: dict[str, AttributeValue] = {semconv.GEN_AI_EVALUATION_NAME: score.name}
         value = _number(score.value)
-        label = label_of(score)
-        explanation = self._explanation(score.explanation)
-        evaluation: dict[str, AttributeValue] = {semconv.GEN_AI_EVALUATION_NAME: score.name}
         if value is not None:
-            evaluation[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = value
+            attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = value
+        label = label_of(score)
         if label is not None:
-            evaluation[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
+            attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
+        explanation = self._explanation(score.explanation)
         if explanation:
-            evaluation[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
+            attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
         if score.error is not None:
-            evaluation[semconv.ERROR_TYPE] = score.error
-        return _Emitted(value, label, explanation, evaluation)
+            attributes[semconv.ERROR_TYPE] = score.error
+        return attributes
 
     # --- events -----------------------------------------------------------------------------
 
@@ -490,16 +476,15 @@ class Emitter:
         for score in scores:
             # One score's bad details must not cost the other scores their events.
             try:
-                attributes = dict(self._emitted(score).evaluation)
+                attributes = self._evaluation_attributes(score)
                 if trajectory.agent_name:
                     attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
                 self._emit(run_context, attributes, error=score.error is not None)
                 if which == "none":
                     continue
                 calls = [result for result in score.calls if _call_event_wanted(result, which)]
-                if calls:
-                    for result in pin_to_calls(calls, trajectory):
-                        self._emit_call(trajectory, score, result, run_context)
+                for result in pin_to_calls(calls, trajectory) if calls else ():
+                    self._emit_call(trajectory, score, result, run_context)
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 
