@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
@@ -177,6 +177,9 @@ class ToolScoreSettings(BaseSettings):
     redact_explanations: bool = True
     span_attributes: bool = True
     events: bool = True
+    #: which tool calls get a gen_ai.evaluation.result event of their own (run-level events always
+    #: go out with ``events``): "issues" (calls with an issue or a score below 1), "all", "none"
+    call_events: Literal["issues", "all", "none"] = "issues"
     evaluation_spans: bool = True
     metrics: bool = True
     #: None: every code scorer whose inputs the run has

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +32,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import otel_toolscore
-from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
+from otel_toolscore.outputs import otel as otel_outputs
 from otel_toolscore.outputs.otel import SCORE_BUCKETS, Emitter, truncate
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers import ToolCallValidation
 from otel_toolscore.scorers.base import Score
 from otel_toolscore.trajectory import ToolCall, Trajectory
@@ -392,7 +395,7 @@ def test_events_one_per_score_parented_to_the_run_span(
 def test_per_call_events_parented_to_tool_spans(
     make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
 ) -> None:
-    make_emitter().emit_events(trajectory, [VALIDATION])
+    make_emitter(call_events="all").emit_events(trajectory, [VALIDATION])
     run, call_1, call_2 = log_exporter.get_finished_logs()
     assert attrs(run)["gen_ai.evaluation.score.value"] == 0.65
     assert format(call_1.log_record.span_id, "016x") == TOOL_SPAN_1
@@ -466,7 +469,7 @@ def test_events_from_a_real_scorer(
         ]}
     )  # fmt: skip
     score = ToolCallValidation(schemas=schemas).score(with_args)
-    make_emitter().emit_events(with_args, [score])
+    make_emitter(call_events="all").emit_events(with_args, [score])
     run, call_1, call_2 = log_exporter.get_finished_logs()
     assert attrs(run)["gen_ai.evaluation.score.value"] == score.value
     assert format(call_1.log_record.span_id, "016x") == TOOL_SPAN_1
@@ -479,7 +482,7 @@ def test_events_from_a_real_scorer(
 def test_events_encode_as_otlp(
     make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
 ) -> None:
-    make_emitter().emit_events(trajectory, [VALIDATION])
+    make_emitter(call_events="all").emit_events(trajectory, [VALIDATION])
     request = encode_logs(log_exporter.get_finished_logs())
     encoded = request.resource_logs[0].scope_logs[0].log_records
     assert [r.event_name for r in encoded] == ["gen_ai.evaluation.result"] * 3
@@ -491,7 +494,7 @@ def test_event_explanations_are_truncated(
     make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
 ) -> None:
     make_emitter(explanation_max_chars=12).emit_events(trajectory, [VALIDATION])
-    run, _, call_2 = log_exporter.get_finished_logs()
+    run, call_2 = log_exporter.get_finished_logs()
     assert attrs(run)["gen_ai.evaluation.explanation"] == EXPLANATION[:11] + "…"
     assert len(attrs(call_2)["gen_ai.evaluation.explanation"]) == 12
 
@@ -501,6 +504,107 @@ def test_events_switch(
 ) -> None:
     make_emitter(events=False).emit_events(trajectory, [ACCURACY, VALIDATION])
     assert log_exporter.get_finished_logs() == ()
+
+
+def _call_ids(log_exporter: InMemoryLogRecordExporter) -> list[str | None]:
+    """Per record, the tool call it is about (None: a run-level event)."""
+    return [attrs(record).get("gen_ai.tool.call.id") for record in log_exporter.get_finished_logs()]
+
+
+def test_call_events_default_to_calls_with_issues(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    make_emitter().emit_events(trajectory, [ACCURACY, VALIDATION])
+    # call_1 scored 1.0 with no issue: only the run-level events and call_2's
+    assert _call_ids(log_exporter) == [None, None, "call_2"]
+    assert ToolScoreSettings().call_events == "issues"
+
+
+def test_call_events_issues_keep_a_score_below_one_without_issues(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    score = Score(name="custom", value=0.5, details={"tool_calls": [
+        {"tool_call_id": "call_1", "name": "get_weather", "score": 0.5, "issues": []},
+        {"tool_call_id": "call_2", "name": "send_email", "score": 1.0, "issues": []},
+    ]})  # fmt: skip
+    make_emitter(call_events="issues").emit_events(trajectory, [score])
+    assert _call_ids(log_exporter) == [None, "call_1"]
+
+
+@pytest.mark.parametrize(("which", "expected"), [
+    ("all", [None, None, "call_1", "call_2"]),
+    ("issues", [None, None, "call_2"]),
+    ("none", [None, None]),
+])  # fmt: skip
+def test_call_events_switch(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory,
+    which: str, expected: list[str | None],
+) -> None:
+    make_emitter(call_events=which).emit_events(trajectory, [ACCURACY, VALIDATION])
+    assert _call_ids(log_exporter) == expected
+
+
+def test_call_events_all_is_off_with_events_off(
+    make_emitter: Any, log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory
+) -> None:
+    make_emitter(events=False, call_events="all").emit_events(trajectory, [VALIDATION])
+    assert log_exporter.get_finished_logs() == ()
+
+
+def test_call_events_from_config_file_env_and_processor_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "toolscore.yaml"
+    config.write_text("call_events: all\n", "utf-8")
+    assert load_settings(config).call_events == "all"
+    monkeypatch.setenv("OTEL_TOOLSCORE_CALL_EVENTS", "none")
+    assert load_settings(config).call_events == "none"  # environment over the file
+    processor = ToolScoreSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()), call_events="all")
+    try:
+        assert processor.settings.call_events == "all"  # argument over the environment
+    finally:
+        processor.shutdown()
+    with pytest.raises(ConfigError, match="call_events"):
+        load_settings(call_events="some")
+
+
+def test_each_explanation_is_redacted_once_for_all_outputs(
+    meter_provider: MeterProvider, logger_provider: LoggerProvider,
+    log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory, agent_span: ReadableSpan,
+) -> None:
+    seen: list[str] = []
+
+    def hook(text: str) -> str:
+        seen.append(text)
+        return text.replace("issues", "[HOOK]")
+
+    emitter = Emitter(ToolScoreSettings(), meter_provider=meter_provider,
+                      logger_provider=logger_provider, redact=hook)  # fmt: skip
+    span_attributes = emitter.span_attributes([ACCURACY, VALIDATION])
+    emitter.emit_events(trajectory, [ACCURACY, VALIDATION])
+    (_, validation_span) = emitter.evaluation_spans(trajectory, [ACCURACY, VALIDATION], agent_span)
+    # once per run-level explanation, once for call_2's issues (its event is its only output)
+    assert sorted(seen) == sorted([ACCURACY.explanation, EXPLANATION, "missing_required_param: "
+                                   "'to' is required; type_mismatch: bad subject"])
+    redacted = EXPLANATION.replace("issues", "[HOOK]")
+    assert span_attributes["toolscore.tool_call_validation.explanation"] == redacted
+    assert attrs(log_exporter.get_finished_logs()[1])["gen_ai.evaluation.explanation"] == redacted
+    assert validation_span.attributes is not None
+    assert validation_span.attributes["gen_ai.evaluation.explanation"] == redacted
+    # the next run with the same explanation reuses it; another text is worked out
+    emitter.span_attributes([VALIDATION.model_copy(), ACCURACY.model_copy(update={"explanation": "other"})])
+    assert seen.count(EXPLANATION) == 1 and seen.count("other") == 1
+
+
+def test_remembered_explanations_are_bounded(make_emitter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(otel_outputs, "_REMEMBERED_TEXTS", 3)
+    emitter = make_emitter()
+    for i in range(10):
+        emitter.span_attributes([ACCURACY.model_copy(update={"explanation": f"text {i}"})])
+    assert list(emitter._explained) == ["text 7", "text 8", "text 9"]
+    long = "x " * otel_outputs._REMEMBERED_TEXT_CHARS  # worked out each time, never kept
+    assert emitter.span_attributes([ACCURACY.model_copy(update={"explanation": long})])
+    assert long not in emitter._explained
 
 
 # --- metrics ----------------------------------------------------------------------------------

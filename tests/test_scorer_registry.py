@@ -89,7 +89,8 @@ def test_per_call_events_go_to_the_calls_own_span_even_when_ids_repeat() -> None
     exporter = InMemoryLogExporter()
     logs = LoggerProvider()
     logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
-    emitter = Emitter(ToolScoreSettings(metrics=False), logger_provider=logs)
+    # every scored call, clean ones included (the default sends only calls with issues)
+    emitter = Emitter(ToolScoreSettings(metrics=False, call_events="all"), logger_provider=logs)
     emitter.emit_events(trajectory, [ToolCallValidation(allow_unknown_tools=True).score(trajectory)])
     _run, *per_call = exporter.get_finished_logs()
     assert [format(r.log_record.span_id, "016x") for r in per_call] == [c.span_id for c in calls]

@@ -13,6 +13,7 @@ import math
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -85,6 +86,19 @@ OUTPUT_EVENTS = "events"
 OUTPUT_METRICS = "metrics"
 
 _id_generator = RandomIdGenerator()
+
+#: explanations remembered as they leave (``Emitter._explanation``): a run-level one goes out on
+#: the agent span, in the event and on the evaluation span, and runs repeat their explanations
+_REMEMBERED_TEXTS = 256
+#: longer texts are worked out again each time rather than kept (memory)
+_REMEMBERED_TEXT_CHARS = 4096
+
+
+def _call_event_wanted(result: CallResult, which: str) -> bool:
+    """Whether a per-call event goes out for ``result`` under ``call_events=which``."""
+    if result.score is None or which == "none":
+        return False
+    return which == "all" or bool(result.issues) or result.score < 1
 
 
 def truncate(text: str, limit: int) -> str:
@@ -209,6 +223,9 @@ class Emitter:
         self._warned: set[str] = set()
         self._tool_names: set[str] = set()
         self._lock = threading.Lock()
+        # explanation as given -> as it leaves, oldest first
+        self._explained: OrderedDict[str, str] = OrderedDict()
+        self._explained_lock = threading.Lock()
         # A provider that fails here turns its output off rather than failing the app's
         # install(); the warning says why the output is missing.
         self._meter: Meter | None = None
@@ -291,9 +308,23 @@ class Emitter:
 
     def _explanation(self, text: str | None) -> str | None:
         """What may leave the process of an explanation: nothing when explanations are off,
-        else redacted, then cut to ``explanation_max_chars``."""
+        else redacted, then cut to ``explanation_max_chars``. Worked out once per text."""
         if not text or not self._settings.explanations:
             return None
+        if len(text) > _REMEMBERED_TEXT_CHARS:
+            return self._leaving(text)
+        with self._explained_lock:
+            leaving = self._explained.get(text)
+        if leaving is not None:
+            return leaving
+        leaving = self._leaving(text)
+        with self._explained_lock:
+            self._explained[text] = leaving
+            if len(self._explained) > _REMEMBERED_TEXTS:
+                self._explained.popitem(last=False)
+        return leaving
+
+    def _leaving(self, text: str) -> str:
         limit = self._settings.explanation_max_chars
         if self._redact is not None:
             # Redacting megabytes to keep 256 characters would cost the worker for nothing, so
@@ -430,7 +461,8 @@ class Emitter:
 
     def emit_events(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
         """One ``gen_ai.evaluation.result`` per score on the run span, plus one per scored tool
-        call on its tool span (on the run span when the call had no span of its own)."""
+        call that ``call_events`` picks, on its tool span (on the run span when the call had no
+        span of its own)."""
         if self._logger is None or not scores:
             return
         if self._unsent_check["events"]:
@@ -440,6 +472,7 @@ class Emitter:
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVENTS)
             return
+        which = self._settings.call_events
         for score in scores:
             # One score's bad details must not cost the other scores their events.
             try:
@@ -447,15 +480,17 @@ class Emitter:
                 if trajectory.agent_name:
                     attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
                 self._emit(run_context, attributes, error=score.error is not None)
-                for result in pin_to_calls(score.calls, trajectory):
+                if which == "none":
+                    continue
+                calls = [result for result in score.calls if _call_event_wanted(result, which)]
+                for result in pin_to_calls(calls, trajectory) if calls else ():
                     self._emit_call(trajectory, score, result, run_context)
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 
     def _emit_call(self, trajectory: Trajectory, score: Score, result: CallResult, run_context: Context) -> None:
         """The per-call event, on the call's own span (the run's when it has none)."""
-        if result.score is None:
-            return
+        assert result.score is not None  # _call_event_wanted
         attributes: dict[str, AttributeValue] = {
             semconv.GEN_AI_EVALUATION_NAME: score.name,
             semconv.GEN_AI_EVALUATION_SCORE_VALUE: result.score,

@@ -112,11 +112,41 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
 ]
 
 
-def default_redactor(text: str) -> str:
-    """Replace secrets and personal data with ``[REDACTED:<kind>]``."""
+# What every rule's match must contain, so that a text without any of it is left as it is and the
+# rules need not run (most explanations and many tool results hold nothing secret-like; the
+# pre-check costs a few percent of the rules). One entry per rule above, in its order; a rule
+# added there needs its entry here (tests/test_redaction_precheck.py checks them against each
+# other). The case-insensitive rules are checked with the same flag, so the engine's case folding
+# (e.g. "ſ" for "s") is the same on both sides.
+_TRIGGERS = re.compile(
+    r"@"  # URL credentials (user:pw@), e-mails
+    r"|sk-|A[KS]IA|gh[pousr]_|github_pat_|xox|xapp-|_(?:live|test|prod)_|whsec_|\.eyJ|glpat-"
+    r"|\d(?:[ -]?\d){12}"  # card numbers: 13 digits at least
+)
+_BEARER = re.compile(r"(?i)bearer")
+# Both secret-assignment rules: a key word's ending, then the [:=] they all need.
+_ASSIGNMENT = re.compile(r"(?i)(?:key|secret|token|passw(?:or)?d|pwd)[\"']?\s*[:=]")
+
+
+def _may_hold_secret(text: str) -> bool:
+    """False when no rule of the default redaction can match ``text`` (it would come back as it
+    is); True when one might."""
+    if _TRIGGERS.search(text) is not None or _BEARER.search(text) is not None:
+        return True
+    return (":" in text or "=" in text) and _ASSIGNMENT.search(text) is not None
+
+
+def _apply_rules(text: str) -> str:
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
     return text
+
+
+def default_redactor(text: str) -> str:
+    """Replace secrets and personal data with ``[REDACTED:<kind>]``."""
+    # No rule can change a text without any of their triggers; a rule that changes nothing
+    # leaves the next one the same text, so none of them would.
+    return _apply_rules(text) if _may_hold_secret(text) else text
 
 
 def make_redactor(hook: Redactor | None = None, *, replace_default: bool = False) -> Redactor:
