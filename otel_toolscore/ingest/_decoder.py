@@ -26,7 +26,7 @@ from otel_toolscore.ingest.spans import DecodedSpan, format_span_id, format_trac
 MAX_PROBLEMS: Final = 1000
 
 # Enum values arrive as integers (OTLP/JSON) or as enum names (protobuf's generic JSON mapping).
-_KINDS: Final[dict[int | str, SpanKind]] = {}
+KINDS: Final[dict[int | str, SpanKind]] = {}
 for _code, _names, _kind in (
     (0, ("SPAN_KIND_UNSPECIFIED",), SpanKind.INTERNAL),
     (1, ("SPAN_KIND_INTERNAL",), SpanKind.INTERNAL),
@@ -35,9 +35,9 @@ for _code, _names, _kind in (
     (4, ("SPAN_KIND_PRODUCER",), SpanKind.PRODUCER),
     (5, ("SPAN_KIND_CONSUMER",), SpanKind.CONSUMER),
 ):
-    _KINDS[_code] = _KINDS[str(_code)] = _kind
+    KINDS[_code] = KINDS[str(_code)] = _kind
     for _name in _names:
-        _KINDS[_name] = _kind
+        KINDS[_name] = _kind
 del _code, _names, _kind, _name
 _STATUS_CODES: Final[dict[int | str, StatusCode]] = {
     0: StatusCode.UNSET,
@@ -141,6 +141,7 @@ class Decoder:
         resource: Resource,
         scope: InstrumentationScope,
         dropped: tuple[int, int, int],
+        wire: bytes | None = None,
     ) -> None:
         context, parent = span_contexts(trace_id, span_id, parent_id, flags, trace_state)
         span = DecodedSpan(
@@ -159,6 +160,7 @@ class Decoder:
             dropped_attributes=dropped[0],
             dropped_events=dropped[1],
             dropped_links=dropped[2],
+            wire=wire,
         )
         self._index.setdefault((trace_id, span_id), len(self.spans))
         self.spans.append(span)
@@ -174,7 +176,7 @@ class Decoder:
     def _kind(self, raw: Any, label: str) -> SpanKind:
         if raw is None:
             return SpanKind.INTERNAL
-        kind = _KINDS.get(raw) if type(raw) in (int, str) else None
+        kind = KINDS.get(raw) if type(raw) in (int, str) else None
         if kind is None:
             self.problems.add(f"{label}: unknown kind {str(raw)[:40]!r}, read as INTERNAL")
             return SpanKind.INTERNAL

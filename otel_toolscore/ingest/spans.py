@@ -43,6 +43,10 @@ class DecodedSpan(ReadableSpan):
 
     The SDK derives dropped counts from its bounded containers, which a decoded span does not
     use; without this a re-export would claim that nothing had been dropped.
+
+    ``wire``: the span as a serialized OTLP ``Span`` that is exactly what the SDK's encoder
+    would write for it (``ingest._wire``), so the sidecar forwards it without encoding it
+    again; None when it came otherwise or differs from that.
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class DecodedSpan(ReadableSpan):
         dropped_attributes: int = 0,
         dropped_events: int = 0,
         dropped_links: int = 0,
+        wire: bytes | None = None,
     ) -> None:
         super().__init__(
             name=name,
@@ -81,6 +86,7 @@ class DecodedSpan(ReadableSpan):
         self._n_dropped_attributes = dropped_attributes
         self._n_dropped_events = dropped_events
         self._n_dropped_links = dropped_links
+        self.wire = wire
 
     @property
     def dropped_attributes(self) -> int:
@@ -105,7 +111,18 @@ def copy_span(
     events: Sequence[Event] | None = None,
 ) -> DecodedSpan:
     """An ended span with other attributes or events, keeping everything else, dropped counts
-    included (ended SDK spans are immutable, so changing one means copying it)."""
+    included (ended SDK spans are immutable, so changing one means copying it).
+
+    A span that kept its protobuf bytes keeps them when the only change is attributes added
+    under new keys: the added ones are appended to its bytes (``_wire.append_attributes``)."""
+    wire = getattr(span, "wire", None)
+    if wire is not None and (events is not None or (attributes is not None and not _only_added(span, attributes))):
+        wire = None
+    if wire is not None and attributes is not None and len(attributes) != len(span.attributes or ()):
+        from otel_toolscore.ingest._wire import append_attributes
+
+        own = span.attributes or {}
+        wire = append_attributes(wire, {key: value for key, value in attributes.items() if key not in own})
     return DecodedSpan(
         name=span.name,
         context=span.context,
@@ -122,7 +139,21 @@ def copy_span(
         dropped_attributes=span.dropped_attributes,
         dropped_events=span.dropped_events,
         dropped_links=span.dropped_links,
+        wire=wire,
     )
+
+
+def _only_added(span: ReadableSpan, attributes: Attributes) -> bool:
+    """Whether ``attributes`` are the span's own, in their order and unchanged (the same
+    objects), followed by new keys only: what appending to its bytes can express."""
+    own = span.attributes or {}
+    if attributes is None or len(attributes) < len(own):
+        return False
+    # A dict's keys are unique: the keys after the span's own ones are new.
+    for (key, value), (new_key, new_value) in zip(own.items(), attributes.items()):
+        if key != new_key or value is not new_value:
+            return False
+    return True
 
 
 def span_contexts(

@@ -105,7 +105,7 @@ def decode_traces(body: bytes, is_json: bool) -> DecodedTraces:
             # Only unknown fields: random bytes often parse that way.
             raise Rejection(400, "INVALID_ARGUMENT", "not an OTLP protobuf trace request: no resourceSpans")
         total = sum(len(group.spans) for entry in message.resource_spans for group in entry.scope_spans)
-        spans = decode_export_request(message, problems)
+        spans = decode_export_request(message, problems, keep_wire=True)
     if not spans and (total or problems):
         first = problems[0] if problems else "no span"
         raise Rejection(400, "INVALID_ARGUMENT", f"no span in the request could be decoded: {first}")

@@ -179,17 +179,13 @@ class Upstream:
                 "client_key_file": tls.client_key, "session": _ca_session() if tls.certificate else None}
 
     def span_exporter(self) -> SpanExporter:
+        """The SDK's OTLP span exporter for this upstream, sending spans that arrived as protobuf
+        as the bytes they came in (``_export``)."""
+        from otel_toolscore.runtime.serve._export import WireHttpSpanExporter, wire_grpc_span_exporter
+
         if self.protocol == GRPC:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-                OTLPSpanExporter,
-            )
-
-            return OTLPSpanExporter(**self._grpc_kwargs("traces"))
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-            OTLPSpanExporter as HttpSpanExporter,
-        )
-
-        return HttpSpanExporter(**self._http_kwargs("traces"))
+            return wire_grpc_span_exporter(**self._grpc_kwargs("traces"))  # type: ignore[no-any-return]
+        return WireHttpSpanExporter(**self._http_kwargs("traces"))
 
     def metric_exporter(self) -> Any:
         if self.protocol == GRPC:

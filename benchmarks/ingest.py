@@ -1,0 +1,115 @@
+"""Sidecar ingest and forwarding per span: what ``serve`` spends on an OTLP protobuf request
+besides scoring, on one core (``time.thread_time``).
+
+* ``parse``: ``ExportTraceServiceRequest`` parsed from the request body (protobuf's C parser);
+* ``decode``: the parsed request into SDK spans (``decode_export_request``), as the sidecar does it
+  (keeping each span's bytes for forwarding) and without that (what ``score FILE`` does);
+* ``forward``: the upstream request body for the same spans after scoring (the agent span of each
+  run carrying score attributes): the SDK's ``encode_spans(...).SerializePartialToString()``,
+  which the exporter used before, and ``ingest._wire.encode_request``, which ``serve`` sends now.
+
+The workload is 10-span GenAI runs (``benchmarks.throughput.synthetic``), ``--runs`` runs per
+request, every run distinct. Each figure is per span: the minimum and median of ``--repeats``
+interleaved measurements. With ``--before TREE`` (a checkout's ``otel_toolscore``, e.g. from
+``git archive main otel_toolscore | tar -x -C /tmp/before``) its decoder is timed too,
+interleaved with this one.
+
+    .venv/bin/python -m benchmarks.ingest [--quick] [--before /tmp/before]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+
+from benchmarks.common import emit_json, machine
+from benchmarks.throughput import synthetic
+from otel_toolscore.ingest import decode_export_request, parse_export_request
+from otel_toolscore.ingest._wire import encode_request
+from otel_toolscore.runtime.processor import with_attributes
+
+# What scoring adds to an agent span, in kind and number (values vary per run).
+_SCORE_KEYS = (
+    "toolscore.tool_call_validation.label", "toolscore.tool_call_validation.score",
+    "toolscore.tool_result_verification.label", "toolscore.tool_result_verification.score",
+    "toolscore.tool_sequence.label", "toolscore.tool_sequence.score", "toolscore.tool_calls",
+    "toolscore.run_id", "toolscore.version",
+)
+
+
+def _scored(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    out = []
+    for i, span in enumerate(spans):
+        if span.parent is None:
+            extra = {key: (i / 7.0 if key.endswith("score") else f"value-{i}") for key in _SCORE_KEYS}
+            span = with_attributes(span, extra)
+        out.append(span)
+    return out
+
+
+def _time(fn: Callable[[], Any]) -> float:
+    start = time.thread_time()
+    fn()
+    return time.thread_time() - start
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--runs", type=int, default=50, help="10-span runs per request (default 50: 500 spans)")
+    ap.add_argument("--before", type=Path, default=None, help="an older tree's otel_toolscore to time beside this one")
+    args = ap.parse_args(argv)
+    repeats = args.repeats or (7 if args.quick else 25)
+    requests = 4 if args.quick else 10
+
+    bodies = [encode_spans([s for run in synthetic(10, args.runs, seed0=(r + 1) * 100_000) for s in run])
+              .SerializeToString() for r in range(requests)]
+    n_spans = 10 * args.runs * requests
+    before_decode = None
+    if args.before is not None:
+        from benchmarks.compare import load_before
+
+        before_decode = importlib.import_module(f"{load_before(args.before)}.ingest").decode_export_request
+
+    parsed = [parse_export_request(body) for body in bodies]
+    scored = [_scored(decode_export_request(msg, keep_wire=True)) for msg in parsed]
+    timings: dict[str, list[float]] = {}
+
+    def record(name: str, fn: Callable[[], Any]) -> None:
+        timings.setdefault(name, []).append(_time(fn) / n_spans * 1e6)
+
+    for _ in range(repeats):
+        # fresh parses: decoding with keep_wire discards unknown fields in place
+        record("parse", lambda: [parse_export_request(body) for body in bodies])
+        msgs = [parse_export_request(body) for body in bodies]
+        record("decode (serve: keep_wire)", lambda: [decode_export_request(m, keep_wire=True) for m in msgs])
+        record("decode (no wire)", lambda: [decode_export_request(m) for m in msgs])
+        if before_decode is not None:
+            record("decode before", lambda: [before_decode(m) for m in msgs])
+        record("forward: SDK encode_spans", lambda: [encode_spans(s).SerializePartialToString() for s in scored])
+        record("forward: encode_request", lambda: [encode_request(s) for s in scored])
+    # the two forward encodings must be the same message (tests/test_wire.py checks it thoroughly)
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    assert all(ExportTraceServiceRequest.FromString(encode_request(s)) == encode_spans(s) for s in scored)
+    results = {name: {"us_per_span_min": round(min(v), 2), "us_per_span_median": round(statistics.median(v), 2)}
+               for name, v in timings.items()}
+    for name, r in results.items():
+        print(f"{name:28s} min {r['us_per_span_min']:7.2f}  median {r['us_per_span_median']:7.2f} us/span")
+    out = {"benchmark": "ingest", "machine": machine(), "spans_per_request": 10 * args.runs,
+           "requests": requests, "repeats": repeats, "results": results}
+    emit_json(out)
+    return out
+
+
+if __name__ == "__main__":
+    main()
