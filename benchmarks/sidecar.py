@@ -2,13 +2,17 @@
 over OTLP gRPC or HTTP (protobuf), scored and forwarded, on one core.
 
 The server runs in its own process pinned to one CPU (``sched_setaffinity``), with its span
-exporter replaced by a counting no-op exporter and events/metrics into the providers chosen by
-``--telemetry``. The client, pinned to the other CPU, sends pre-encoded
+exporter replaced by a counting exporter that builds the upstream request body as the real
+exporter does (``--forward-encoding``: ``wire``, ``ingest._wire.encode_request``, what ``serve``
+sends; ``sdk``, the SDK's ``encode_spans``, what it sent before; ``auto``, wire where this
+checkout has it; ``none``, nothing) but sends nothing, and events/metrics into the providers
+chosen by ``--telemetry``. The client, pinned to the other CPU, sends pre-encoded
 ``ExportTraceServiceRequest``s (10-span GenAI agent runs, ``workload.genai_run``, every trace id
 distinct) from ``--clients`` threads, and retries a request the server refuses as busy (HTTP 503
 / gRPC UNAVAILABLE) after a short pause. Figures: accepted spans per second while sending; and
 spans per second until every span (plus the evaluation spans) has been exported upstream, which
-includes the last traces' ``decision_wait``. The agent spans that came out carrying
+includes the last traces' ``decision_wait``; and spans per CPU second of the server process
+(spans/s/core, the issue's measure). The agent spans that came out carrying
 ``toolscore.*`` attributes are counted to show the runs were scored.
 
     .venv/bin/python -m benchmarks.sidecar [--quick] [--protocols grpc,http]
@@ -34,14 +38,34 @@ from benchmarks.common import child_env, emit_json, machine, telemetry_providers
 from benchmarks.workload import genai_run, readable_run
 
 
+def _body_encoder(choice: str) -> Any:
+    """What turns an exported batch into the request body, as the upstream exporter would."""
+    if choice in ("auto", "wire"):
+        try:
+            from otel_toolscore.ingest._wire import encode_request
+
+            return encode_request
+        except ImportError:  # an older checkout: its exporter encoded with the SDK
+            if choice == "wire":
+                raise
+    if choice == "none":
+        return None
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    return lambda spans: encode_spans(spans).SerializePartialToString()
+
+
 class _Counting(SpanExporter):
-    def __init__(self) -> None:
+    def __init__(self, encode: Any = None) -> None:
+        self._encode = encode
         self.spans = 0  # the app's spans (evaluation spans are counted apart)
         self.evaluations = 0
         self.scored = 0  # agent spans that came out carrying toolscore.* attributes
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._encode is not None:
+            self._encode(spans)
         evaluations = sum(1 for s in spans if s.instrumentation_scope is not None
                           and s.instrumentation_scope.name == "otel_toolscore")
         scored = sum(1 for s in spans if s.parent is None and "toolscore.tool_call_validation.label" in (s.attributes or {}))
@@ -58,22 +82,24 @@ class _Counting(SpanExporter):
         return True
 
 
-def serve(cpu: int, telemetry: str, decision_wait: float) -> None:
+def serve(cpu: int, telemetry: str, decision_wait: float, forward_encoding: str, sample_rate: float) -> None:
     """The server process: start, print the ports, answer ``stats`` lines on stdin."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     from otel_toolscore.runtime.serve import ToolScoreServer
 
-    exporter = _Counting()
+    exporter = _Counting(_body_encoder(forward_encoding))
     mp, lp, _ = telemetry_providers(telemetry)
     server = ToolScoreServer(span_exporter=exporter, meter_provider=mp, logger_provider=lp, grpc_port=0,
-                             http_port=0, decision_wait=decision_wait)
+                             http_port=0, decision_wait=decision_wait, default_sample_rate=sample_rate)
     addresses = server.start()
     print(json.dumps({"grpc": addresses.grpc_port, "http": addresses.http_port}), flush=True)
     for line in sys.stdin:
         if line.strip() == "stats":
             proc = server.processor
-            idle = proc is None or (not proc._pending and proc._queue.empty() and not proc._busy)
+            # items submitted and not yet scored (older checkouts: a busy flag)
+            busy = proc is not None and getattr(proc, "_outstanding", getattr(proc, "_busy", 0))
+            idle = proc is None or (not proc._pending and proc._queue.empty() and not busy)
             print(json.dumps({"exported": exporter.spans, "scored": exporter.scored, "idle": idle,
                               "server": dict(server.stats), "processor": dict(proc.stats) if proc else {},
                               "cpu_s": time.process_time()}), flush=True)
@@ -138,10 +164,12 @@ class _Client:
 
 
 def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int, telemetry: str,
-            decision_wait: float, server_cpu: int, client_cpu: int, rate: float | None) -> dict[str, Any]:
+            decision_wait: float, server_cpu: int, client_cpu: int, rate: float | None,
+            forward_encoding: str = "auto", sample_rate: float = 1.0) -> dict[str, Any]:
     """Send every request once (``rate``: offered spans/s, paced; None: as fast as accepted)."""
     server = subprocess.Popen([sys.executable, "-m", "benchmarks.sidecar", "--_serve", str(server_cpu),
-                               "--telemetry", telemetry, "--decision-wait", str(decision_wait)],
+                               "--telemetry", telemetry, "--decision-wait", str(decision_wait),
+                               "--forward-encoding", forward_encoding, "--sample-rate", str(sample_rate)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env())
     assert server.stdin is not None and server.stdout is not None
     try:
@@ -162,8 +190,8 @@ def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int,
         deadline = time.perf_counter() + decision_wait + 60
         while True:  # the warm-up's runs scored and exported before the clock starts
             base = stats()
-            if (base["exported"] >= 2 * runs_per_request * 10 and base["scored"] >= 2 * runs_per_request) \
-                    or time.perf_counter() > deadline:
+            warm_scored = base["scored"] >= 2 * runs_per_request or not sample_rate
+            if (base["exported"] >= 2 * runs_per_request * 10 and warm_scored) or time.perf_counter() > deadline:
                 break
             time.sleep(0.05)
         work = list(range(len(bodies)))
@@ -215,7 +243,8 @@ def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int,
         "runs_scored": s["scored"] - base["scored"],
         "runs_scored_share": (s["scored"] - base["scored"]) / (n_requests * runs_per_request),
         "busy_retries": sum(c.retries for c in workers),
-        "server_cpu_s": s["cpu_s"] - base["cpu_s"], "server_stats": s["server"], "processor_stats": s["processor"],
+        "server_cpu_s": s["cpu_s"] - base["cpu_s"],
+        "spans_per_server_cpu_s": total_spans / max(1e-9, s["cpu_s"] - base["cpu_s"]), "server_stats": s["server"], "processor_stats": s["processor"],
     }
 
 
@@ -230,15 +259,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--telemetry", choices=("sdk", "noop"), default="sdk")
     ap.add_argument("--decision-wait", type=float, default=0.5)
+    ap.add_argument("--forward-encoding", choices=("auto", "wire", "sdk", "none"), default="auto")
+    ap.add_argument("--sample-rate", type=float, default=1.0,
+                    help="default_sample_rate; 0: nothing scored, the cost of receiving and forwarding alone")
     ap.add_argument("--_serve", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._serve is not None:
-        serve(args._serve, args.telemetry, args.decision_wait)
+        serve(args._serve, args.telemetry, args.decision_wait, args.forward_encoding, args.sample_rate)
         return {}
     n_requests = args.requests or (40 if args.quick else 200)
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0, 1]
     server_cpu, client_cpu = cpus[0], cpus[-1]
-    out: dict[str, Any] = {"benchmark": "sidecar", "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
+    out: dict[str, Any] = {"benchmark": "sidecar", "machine": machine(), "forward_encoding": args.forward_encoding,
+                           "sample_rate": args.sample_rate, "telemetry": telemetry_providers(args.telemetry)[2],
                            "server_cpu": server_cpu, "client_cpu": client_cpu, "results": []}
     for protocol in args.protocols.split(","):
         for rate_text in args.rates.split(","):
@@ -247,13 +280,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             n = n_requests if rate is None else max(4, min(n_requests, int(rate * (2 if args.quick else 6)
                                                                                / (args.runs_per_request * 10))))
             r = measure(protocol, n, args.runs_per_request, args.clients, args.telemetry, args.decision_wait,
-                        server_cpu, client_cpu, rate)
+                        server_cpu, client_cpu, rate, args.forward_encoding, args.sample_rate)
             out["results"].append(r)
             print(f"{protocol:4s} offered {rate_text:>6s} spans/s: {r['spans']} spans, accepted "
                   f"{r['accepted_spans_per_s']:.0f} spans/s, all forwarded after {r['forwarded_s']:.1f} s "
                   f"({r['forwarded_spans_per_s']:.0f} spans/s); runs scored {r['runs_scored']}/{r['runs']} "
                   f"({r['runs_scored_share']:.0%}); busy retries {r['busy_retries']}; server CPU "
-                  f"{r['server_cpu_s']:.1f} s; {r['processor_stats']}", file=sys.stderr)
+                  f"{r['server_cpu_s']:.1f} s ({r['spans_per_server_cpu_s']:.0f} spans/s/core); {r['processor_stats']}", file=sys.stderr)
     emit_json(out)
     return out
 
