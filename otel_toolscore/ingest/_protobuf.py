@@ -111,12 +111,16 @@ class PbDecoder(Decoder):
     def _pb_span(
         self, span: PbSpan, resource: Resource, scope: InstrumentationScope, k: int, group_where: str
     ) -> None:
-        try:
-            trace_id = pb_id(span.trace_id, TRACE_ID_BYTES)
-            span_id = pb_id(span.span_id, SPAN_ID_BYTES)
-        except BadValue as exc:
-            self.problems.add(f"span #{k} in {group_where}: invalid id ({exc}), skipped")
-            return
+        raw_trace, raw_span = span.trace_id, span.span_id
+        if len(raw_trace) == TRACE_ID_BYTES and len(raw_span) == SPAN_ID_BYTES:  # nearly always
+            trace_id, span_id = int.from_bytes(raw_trace, "big"), int.from_bytes(raw_span, "big")
+        else:
+            try:
+                trace_id = pb_id(raw_trace, TRACE_ID_BYTES)
+                span_id = pb_id(raw_span, SPAN_ID_BYTES)
+            except BadValue as exc:
+                self.problems.add(f"span #{k} in {group_where}: invalid id ({exc}), skipped")
+                return
         if not trace_id or not span_id:
             self._lacks_ids(trace_id, span_id, f"span #{k} in {group_where}")
             return
@@ -134,7 +138,8 @@ class PbDecoder(Decoder):
         if raw_parent and not parent_id:
             self._lossy = True  # an all-zero or invalid parent id is not written back
         # Parts in the order the problem notes have always come in.
-        events = [self._pb_event(event, label) for event in span.events] if span.events else []
+        pb_events = span.events
+        events = [self._pb_event(event, label) for event in pb_events] if pb_events else []
         links = self._pb_links(span, label) if span.links else []
         trace_state = self._pb_trace_state(span.trace_state, label)
         raw_kind = span.kind
