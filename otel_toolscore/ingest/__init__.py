@@ -11,6 +11,7 @@ exporters. This package is the public surface; its modules, one job each:
 ``_values``      one value at a time: ``AnyValue`` -> attribute value, ids, integers, text
 ``_decoder``     what both formats share: ``OtlpBatch``, problem notes, span building
 ``spans``        the decoded span type, ``copy_span``, trace/span ids as hex
+``_wire``        an OTLP request built from the bytes protobuf spans came in (what ``serve`` forwards)
 
 The names below load on first use (PEP 562): a stage that needs only ``spans`` does not load
 the decoders.

@@ -284,7 +284,8 @@ def decode_export_request(
     """Decode a parsed protobuf request (what the sidecar's receivers get).
 
     Notes on skipped parts are appended to ``problems`` when a list is given. ``keep_wire``:
-    spans keep their serialized bytes where they can be forwarded as they are (``PbDecoder``).
+    spans keep their serialized bytes where they can be forwarded as they are (``PbDecoder``);
+    ``msg`` loses its unknown fields then.
     """
     decoder = PbDecoder(keep_wire)
     decoder.add_pb_request(msg)

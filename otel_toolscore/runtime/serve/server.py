@@ -6,7 +6,9 @@ default 127.0.0.1:4318). Every span is decoded into the SDK's ``ReadableSpan`` a
 through ONE ``ToolScoreSpanProcessor`` in ``completion="quiet"`` mode (spans arrive ended, with
 no ``on_start``: a trace is complete when its root has arrived and no span came for
 ``decision_wait``). Its downstream is a ``BatchSpanProcessor`` exporting OTLP to the upstream,
-so agent spans leave carrying ``toolscore.*`` attributes, followed by evaluation spans; the
+so agent spans leave carrying ``toolscore.*`` attributes, followed by evaluation spans (a span
+that came as protobuf leaves as the bytes it came in, its score attributes appended: the same
+message the SDK's encoder would write, without encoding it again, ``ingest._wire``); the
 ``gen_ai.evaluation.result`` events and the metrics go to the same upstream through the
 sidecar's own LoggerProvider and MeterProvider.
 
