@@ -427,7 +427,7 @@ class FactIndex:
         self.times_mod12: set[int] = set()
         self.ambiguous_times_mod12: set[int] = set()
         self.strings: set[str] = set()
-        self.kinds: set[tuple[str, str | None]] = set()
+        self.kinds: set[Kind] = set()
         self._blob_parts: list[str] = []
         self._texts: set[str] = set()
         self._cut = 0  # texts added that were longer than what is examined
@@ -565,18 +565,35 @@ class FactIndex:
         return reading in self.dates or (None, m, d) in self.dates
 
     def has_kind_for(self, fact: Fact) -> bool:
-        """Is there a fact of the same kind here (the condition for calling a fact invented)?
+        """Is there a fact of the same kind here (``has_kind_in`` of this index's kinds)?"""
+        return has_kind_in(self.kinds, fact)
 
-        Numbers are the same kind when their dimensions agree or either has no unit; a year
-        is comparable with dates and years.
-        """
-        if fact.kind == "number":
-            if fact.unit is None:
-                return any(kind == "number" for kind, _ in self.kinds)
-            return ("number", fact.unit) in self.kinds or ("number", None) in self.kinds
-        if fact.kind == "year":
-            return ("year", None) in self.kinds or ("date", None) in self.kinds
-        return (fact.kind, None) in self.kinds
+
+#: what ``FactIndex.kinds`` holds for a fact: its kind, and a number's dimension
+Kind = tuple[str, str | None]
+
+
+def kind_of(fact: Fact) -> Kind:
+    return (fact.kind, fact.unit if fact.kind == "number" else None)
+
+
+def kinds_of(facts: Iterable[Fact]) -> frozenset[Kind]:
+    return frozenset(kind_of(fact) for fact in facts)
+
+
+def has_kind_in(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:
+    """Is there a fact of the same kind among ``kinds`` (the condition for calling a fact invented)?
+
+    Numbers are the same kind when their dimensions agree or either has no unit; a year
+    is comparable with dates and years.
+    """
+    if fact.kind == "number":
+        if fact.unit is None:
+            return any(kind == "number" for kind, _ in kinds)
+        return ("number", fact.unit) in kinds or ("number", None) in kinds
+    if fact.kind == "year":
+        return ("year", None) in kinds or ("date", None) in kinds
+    return (fact.kind, None) in kinds
 
 
 def unique_facts(facts: Iterable[Fact]) -> list[Fact]:

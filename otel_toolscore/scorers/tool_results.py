@@ -62,6 +62,8 @@ from otel_toolscore.scorers._facts import (
     Fact,
     FactIndex,
     facts_of,
+    kind_of,
+    kinds_of,
     number_fact,
     unique_facts,
 )
@@ -602,15 +604,16 @@ class ToolResultVerification(Scorer):
         else:
             salient = salient_values(value, limits, what)
 
-        result_index = FactIndex(fact for item in salient for fact in item.facts)
+        # only "does the result hold facts of this kind" is asked of the result's facts
+        result_kinds = {kind_of(fact) for item in salient for fact in item.facts}
         if isinstance(value, str) and malformed:
-            result_index.add(facts_of(_examined(value, what, limits)))
+            result_kinds.update(kinds_of(facts_of(_examined(value, what, limits))))
         hallucination_score = 0.0
         ungrounded: list[Fact] = []
         integrated = False
         if response.available and (has_result or error is not None):
             ungrounded = [fact for fact in response.ungrounded
-                          if _same_kind(result_index, fact) or (orphans and fact in response.orphans)]
+                          if _same_kind(result_kinds, fact) or (orphans and fact in response.orphans)]
             hallucination_score = round(len(ungrounded) / len(response.claims), 2) if response.claims else 0.0
             contradiction = _contradiction(call, value, error, response, outcomes, i)
             if contradiction:
