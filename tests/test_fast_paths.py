@@ -6,6 +6,8 @@
   those for the same attributes in a plain mapping.
 * ``extract_facts`` skips patterns whose required characters are missing; the facts must equal
   those of running every pattern.
+* tool_results' claim patterns (asked only whether a text matches) are written for a fast scan;
+  they must match exactly the texts their plain forms (``tests/support/claims_oracle``) match.
 * ``Engine.score`` skips reading traces that no scorer samples.
 * the processor's hold deadlines (a queue in hold order, released early by at most a small
   slack, never late) still release a held span whose scoring hangs.
@@ -33,8 +35,9 @@ from otel_toolscore.conventions import classify, read_span, read_trace
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.genai import _convert_messages
 from otel_toolscore.scorers import _facts
+from otel_toolscore.scorers import tool_results as tr
 from otel_toolscore.scorers.base import Score, Scorer
-from tests.support import paths
+from tests.support import claims_oracle, paths
 
 FIXTURES = paths.traces(paths.FIXTURES) + paths.traces(paths.CAPTURES)
 TRACE_FILES = [f for f in FIXTURES if f.name not in ("labels.json", "stacks.json")]
@@ -181,6 +184,38 @@ def test_extract_facts_on_fixture_texts(path: Path) -> None:
             if isinstance(value, str):
                 for text in (value, *value.split('"')):
                     assert _facts.extract_facts.__wrapped__(text) == _every_pattern(text)
+
+
+# --- response claims ---------------------------------------------------------------------------
+
+_CLAIM_WORDS = [
+    *tr._DONE.strip("(?:)").replace("cancell?ed", "cancelled|canceled").split("|"),
+    "success", "successful", "successfully", "succeeded", "all set", "all", "set", "i", "I", "we", "We", "'ve",
+    "have", "has", "had", "been", "be", "just", "now", "already", "was", "were", "is", "are", "not", "never",
+    "n't", "don't", "doesn't", "didn't", "can", "could", "couldn't", "cannot", "can't", "unable", "able",
+    "unsuccessful", "unsuccessfully", "fail", "fails", "failed", "failure", "unfortunately", "wasn't",
+    "weren't", "an", "the", "error", "occurred", "no", "results", "result", "matches", "records", "record",
+    "data", "information", "entries", "such", "does", "do", "did", "exist", "possible", "work", "found",
+    "the order", "x", "12", "ſent", "ſucceſs", "faıled", "İs", "WAS", "Booked", "notfound",
+]
+_CLAIM_GLUE = [" ", "  ", "\n", "\t", "", ".", ",", "-", "'", "_", "!", " (", ")"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_CLAIM_WORDS) | st.sampled_from(_CLAIM_GLUE), max_size=14).map("".join))
+def test_claim_patterns_match_what_their_plain_forms_match(text: str) -> None:
+    assert bool(tr._SUCCESS_RE.search(text)) == bool(claims_oracle.SUCCESS_RE.search(text))
+    assert bool(tr._FAILURE_RE.search(text)) == bool(claims_oracle.FAILURE_RE.search(text))
+
+
+@pytest.mark.parametrize("path", TRACE_FILES, ids=paths.trace_id)
+def test_claim_patterns_on_fixture_texts(path: Path) -> None:
+    for span in read_otlp_json(path):
+        for value in (span.attributes or {}).values():
+            if isinstance(value, str):
+                for text in (value, *value.split('"')):
+                    assert bool(tr._SUCCESS_RE.search(text)) == bool(claims_oracle.SUCCESS_RE.search(text))
+                    assert bool(tr._FAILURE_RE.search(text)) == bool(claims_oracle.FAILURE_RE.search(text))
 
 
 # --- engine: unsampled traces are not read ----------------------------------------------------------
