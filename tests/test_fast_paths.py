@@ -4,8 +4,8 @@
   new part; the facts must equal ``read_span`` on each span alone.
 * ``classify`` / ``read_span`` read the SDK's attribute dict directly; the answers must equal
   those for the same attributes in a plain mapping.
-* ``extract_facts`` skips patterns whose required characters are missing; the facts must equal
-  those of running every pattern.
+* ``extract_facts`` skips patterns whose required characters or guards (runs every match holds)
+  are missing; the facts must equal those of running every pattern.
 * tool_results' claim patterns (asked only whether a text matches) are written for a fast scan;
   they must match exactly the texts their plain forms (``tests/support/claims_oracle``) match.
 * ``Engine.score`` skips reading traces that no scorer samples.
@@ -168,6 +168,9 @@ def _every_pattern(text: str) -> tuple[_facts.Fact, ...]:
 _PIECES = list("0123456789 ,.:;/-_#@$€£¥₹%'’\"()[]{}abcdefjmnprstuyACDEFJMPSUW°º\u017f\u212a\u0130\u0131ß\n٣") + [
     "Jan", "sept", "USD", "inr", "İNR", "per cent", "pct", "http://", "www.", "am", "p.m.", "dollars", "bucks",
     "ſep", "ſek", "2025-06-14", "12:30", "03/04/2025", "1,234.5", "°F", "km/h", "#1234", "AB1234", "deadbeef7",
+    # the guards' runs, whole and cut: hex, capitals before digits, clock and date separators
+    "WWW.", "HTTPS://", "M", "PM", "a.m", "ABCDEF", "0f", "a1b2c3d", "ZZ", "123", "9:", ":05", "-0", "/1",
+    "12345678-", "1a2b-", "#", "AbCdEf0",
 ]
 
 

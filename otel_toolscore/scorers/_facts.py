@@ -196,8 +196,8 @@ class _Extractor:
 def _url(match: re.Match[str]) -> Fact:
     raw = match.group(0).rstrip(".,;:!?)]}'\"")
     value = raw.casefold()
-    value = re.sub(r"^https?://", "", value)
-    value = re.sub(r"^www\.", "", value).rstrip("/")
+    value = value.removeprefix("https://") if value.startswith("https://") else value.removeprefix("http://")
+    value = value.removeprefix("www.").rstrip("/")
     return Fact("url", value, raw)
 
 
@@ -280,7 +280,7 @@ def _number(match: re.Match[str]) -> Fact:
     unit_text = match["unit"]
     dimension = None
     if unit_text:
-        unit_key = re.sub(r"\s+", "", unit_text.casefold())
+        unit_key = "".join(unit_text.casefold().split())  # "° F" is "°f" (str.split: the whitespace \s is)
         dimension = _UNITS.get(unit_key) or ("temperature" if unit_key in ("f", "c") else None)
     text = match.group(0).strip()
     plain = dimension is None and not match["scale"]
@@ -301,27 +301,42 @@ _MONTH_PREFIXES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep"
 _CURRENCY_CODE_PARTS = ("usd", "eur", "gbp", "jpy", "nr", "cad", "aud", "chf", "cny", "sek", "nok", "dkk")
 _NO_NEED: tuple[str, ...] = ()
 
+# A guard is a run of characters every match holds, as a pattern that starts with a character
+# class or a literal (so that its search skips ahead in C instead of trying every position):
+# blanking turns characters into spaces and creates none, so a match in the blanked text holds
+# the same run in the original, and one search of the original decides.
+_UUID_GUARD = re.compile(r"[0-9a-fA-F]{8}-")
+_ISO_DATE_GUARD = re.compile(r"\d{4}-\d")
+_SLASH_DATE_GUARD = re.compile(r"\d/\d")
+_CLOCK_GUARD = re.compile(r"\d:\d\d")
+_CAPS_GUARD = re.compile(r"[A-Z]{2}\d{3}")
+_HASH_GUARD = re.compile(r"#\d{3}")
+_HEX_GUARD = re.compile(r"[0-9a-fA-F]{7}")
+
 # (pattern, fact maker, needs a digit, needs one of these substrings, needs one of these in
-# the case-folded text)
-_PIPELINE: tuple[tuple[re.Pattern[str], Any, bool, tuple[str, ...], tuple[str, ...]], ...] = (
-    (_URL_RE, _url, False, ("://", "."), _NO_NEED),
-    (_EMAIL_RE, _email, False, ("@",), _NO_NEED),
-    (_UUID_RE, _identifier, False, ("-",), _NO_NEED),
-    (_ISO_DATE_RE, _iso_date, True, ("-",), _NO_NEED),
-    (_TEXT_DATE_MD_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES),
-    (_TEXT_DATE_DM_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES),
-    (_SLASH_DATE_RE, _slash_date, True, ("/",), _NO_NEED),
-    (_CLOCK_RE, _clock, True, (":",), _NO_NEED),
-    (_HOUR_AMPM_RE, _hour_ampm, True, _NO_NEED, _NO_NEED),
-    (_MONEY_PREFIX_RE, _money, True, ("$", "€", "£", "¥", "₹"), _NO_NEED),
-    (_MONEY_CODE_RE, _money, True, _NO_NEED, _CURRENCY_CODE_PARTS),
-    (_MONEY_SUFFIX_RE, _money, True, _NO_NEED, (*_CURRENCY_CODE_PARTS, "dollar", "euro", "cent", "buck")),
-    (_PERCENT_RE, _percent, True, ("%",), ("per", "pct")),
-    (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED),
-    (_IDENT_CAPS_RE, _identifier, True, _NO_NEED, _NO_NEED),
-    (_IDENT_HASH_RE, _identifier, True, ("#",), _NO_NEED),
-    (_HEX_RE, _identifier, True, _NO_NEED, _NO_NEED),
-    (_NUMBER_RE, _number, True, _NO_NEED, _NO_NEED),
+# the case-folded text, a guard the text must hold or None)
+_PIPELINE: tuple[
+    tuple[re.Pattern[str], Any, bool, tuple[str, ...], tuple[str, ...], re.Pattern[str] | None], ...
+] = (
+    (_URL_RE, _url, False, ("://",), ("www.",), None),
+    (_EMAIL_RE, _email, False, ("@",), _NO_NEED, None),
+    (_UUID_RE, _identifier, False, ("-",), _NO_NEED, _UUID_GUARD),
+    (_ISO_DATE_RE, _iso_date, True, ("-",), _NO_NEED, _ISO_DATE_GUARD),
+    (_TEXT_DATE_MD_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),
+    (_TEXT_DATE_DM_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),
+    (_SLASH_DATE_RE, _slash_date, True, ("/",), _NO_NEED, _SLASH_DATE_GUARD),
+    (_CLOCK_RE, _clock, True, (":",), _NO_NEED, _CLOCK_GUARD),
+    # "m" has no other spelling under re.I
+    (_HOUR_AMPM_RE, _hour_ampm, True, ("m", "M"), _NO_NEED, None),
+    (_MONEY_PREFIX_RE, _money, True, ("$", "€", "£", "¥", "₹"), _NO_NEED, None),
+    (_MONEY_CODE_RE, _money, True, _NO_NEED, _CURRENCY_CODE_PARTS, None),
+    (_MONEY_SUFFIX_RE, _money, True, _NO_NEED, (*_CURRENCY_CODE_PARTS, "dollar", "euro", "cent", "buck"), None),
+    (_PERCENT_RE, _percent, True, ("%",), ("per", "pct"), None),
+    (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED, None),
+    (_IDENT_CAPS_RE, _identifier, True, _NO_NEED, _NO_NEED, _CAPS_GUARD),
+    (_IDENT_HASH_RE, _identifier, True, ("#",), _NO_NEED, _HASH_GUARD),
+    (_HEX_RE, _identifier, True, _NO_NEED, _NO_NEED, _HEX_GUARD),
+    (_NUMBER_RE, _number, True, _NO_NEED, _NO_NEED, None),
 )
 #: what the patterns' ``\d`` matches (any Unicode decimal digit)
 _DIGIT_RE = re.compile(r"\d")
@@ -336,7 +351,7 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
     original = extractor.text
     has_digit = _DIGIT_RE.search(original) is not None
     folded: str | None = None
-    for pattern, make, needs_digit, literal, in_folded in _PIPELINE:
+    for pattern, make, needs_digit, literal, in_folded, guard in _PIPELINE:
         if needs_digit and not has_digit:
             continue
         if in_folded:
@@ -345,6 +360,8 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
             if not (any(map(original.__contains__, literal)) or any(map(folded.__contains__, in_folded))):
                 continue
         elif literal and not any(map(original.__contains__, literal)):
+            continue
+        if guard is not None and guard.search(original) is None:
             continue
         extractor.run(pattern, make)
     return tuple(extractor.facts)
