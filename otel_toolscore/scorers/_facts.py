@@ -304,7 +304,9 @@ _NO_NEED: tuple[str, ...] = ()
 # A guard is a run of characters every match holds, as a pattern that starts with a character
 # class or a literal (so that its search skips ahead in C instead of trying every position):
 # blanking turns characters into spaces and creates none, so a match in the blanked text holds
-# the same run in the original, and one search of the original decides.
+# the same run in the original, and one search of the original decides. Where a match may have
+# a space, the guard has any character (that space may be a blanked one); a guard never spans
+# a run of spaces.
 _UUID_GUARD = re.compile(r"[0-9a-fA-F]{8}-")
 _ISO_DATE_GUARD = re.compile(r"\d{4}-\d")
 _SLASH_DATE_GUARD = re.compile(r"\d/\d")
@@ -312,6 +314,8 @@ _CLOCK_GUARD = re.compile(r"\d:\d\d")
 _CAPS_GUARD = re.compile(r"[A-Z]{2}\d{3}")
 _HASH_GUARD = re.compile(r"#\d{3}")
 _HEX_GUARD = re.compile(r"[0-9a-fA-F]{7}")
+_AMPM_GUARD = re.compile(r"\d.?[aApP]\.?.?[mM]", re.S)  # "5pm", "5 p.m.": a, p and m have no other spelling under re.I
+_SEP_GUARD = re.compile(r"[-_]\w")
 
 # (pattern, fact maker, needs a digit, needs one of these substrings, needs one of these in
 # the case-folded text, a guard the text must hold or None)
@@ -326,13 +330,12 @@ _PIPELINE: tuple[
     (_TEXT_DATE_DM_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),
     (_SLASH_DATE_RE, _slash_date, True, ("/",), _NO_NEED, _SLASH_DATE_GUARD),
     (_CLOCK_RE, _clock, True, (":",), _NO_NEED, _CLOCK_GUARD),
-    # "m" has no other spelling under re.I
-    (_HOUR_AMPM_RE, _hour_ampm, True, ("m", "M"), _NO_NEED, None),
+    (_HOUR_AMPM_RE, _hour_ampm, True, _NO_NEED, _NO_NEED, _AMPM_GUARD),
     (_MONEY_PREFIX_RE, _money, True, ("$", "€", "£", "¥", "₹"), _NO_NEED, None),
     (_MONEY_CODE_RE, _money, True, _NO_NEED, _CURRENCY_CODE_PARTS, None),
     (_MONEY_SUFFIX_RE, _money, True, _NO_NEED, (*_CURRENCY_CODE_PARTS, "dollar", "euro", "cent", "buck"), None),
-    (_PERCENT_RE, _percent, True, ("%",), ("per", "pct"), None),
-    (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED, None),
+    (_PERCENT_RE, _percent, True, ("%",), ("cent", "pct"), None),
+    (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED, _SEP_GUARD),
     (_IDENT_CAPS_RE, _identifier, True, _NO_NEED, _NO_NEED, _CAPS_GUARD),
     (_IDENT_HASH_RE, _identifier, True, ("#",), _NO_NEED, _HASH_GUARD),
     (_HEX_RE, _identifier, True, _NO_NEED, _NO_NEED, _HEX_GUARD),
