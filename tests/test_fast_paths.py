@@ -180,6 +180,13 @@ def test_extract_facts_skips_only_patterns_that_cannot_match(text: str) -> None:
     assert _facts.extract_facts.__wrapped__(text) == _every_pattern(text)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30).map("".join), st.sampled_from([" ", "x", "4", "a-", ":"]))
+def test_long_texts_are_checked_pattern_by_pattern_alike(text: str, filler: str) -> None:
+    long = text + filler * (_facts._TRIGGER_TEXT + 1 - len(text)) + text  # past the trigger-set path
+    assert _facts.extract_facts.__wrapped__(long) == _every_pattern(long)
+
+
 @pytest.mark.parametrize("path", TRACE_FILES[::3], ids=paths.trace_id)
 def test_extract_facts_on_fixture_texts(path: Path) -> None:
     for span in read_otlp_json(path):

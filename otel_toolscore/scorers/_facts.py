@@ -345,15 +345,80 @@ _PIPELINE: tuple[
 _DIGIT_RE = re.compile(r"\d")
 
 
-@lru_cache(maxsize=4096)
-def extract_facts(text: str) -> tuple[Fact, ...]:
-    """Every fact in the text, in pattern order (not text order)."""
-    if not text:
-        return ()
-    extractor = _Extractor(text[:_MAX_TEXT].replace("’", "'"))
-    original = extractor.text
+# Which patterns a short text can match is decided from one set of "triggers" (the characters
+# and substrings the table above asks for) instead of a check per pattern: a set intersection
+# for the characters, one scan of the case-folded text for the substrings, then the plan for
+# that set of triggers, kept once made (texts share few distinct sets).
+_Plan = tuple[tuple[re.Pattern[str], Any, re.Pattern[str] | None], ...]
+
+
+def _trigger_tables() -> tuple[dict[str, int], dict[str, int], int, tuple[int, ...]]:
+    """(bit of each character or substring of the original text, bit of each substring of the
+    case-folded text, the has-a-digit bit, each pattern's trigger bits)."""
+    bits_original: dict[str, int] = {}
+    bits_folded: dict[str, int] = {}
+    for _, _, _, literal, in_folded, _ in _PIPELINE:
+        for needle in literal:
+            bits_original.setdefault(needle, 1 << (len(bits_original) + len(bits_folded)))
+        for needle in in_folded:
+            bits_folded.setdefault(needle, 1 << (len(bits_original) + len(bits_folded)))
+    digit = 1 << (len(bits_original) + len(bits_folded))
+    masks = tuple(
+        sum(bits_original[n] for n in set(literal)) | sum(bits_folded[n] for n in set(in_folded))
+        for _, _, _, literal, in_folded, _ in _PIPELINE
+    )
+    # the scan reports the longest substring starting at a position: it stands for the shorter
+    # ones it starts with too ("euro" is also "eur")
+    for needle in bits_folded:
+        for shorter in bits_folded:
+            if needle != shorter and needle.startswith(shorter):
+                bits_folded[needle] |= bits_folded[shorter]
+    return bits_original, bits_folded, digit, masks
+
+
+_BITS_ORIGINAL, _BITS_FOLDED, _DIGIT_BIT, _MASKS = _trigger_tables()
+_TRIGGER_CHARS = frozenset(n for n in _BITS_ORIGINAL if len(n) == 1)
+_LONG_TRIGGERS = tuple((n, bit) for n, bit in _BITS_ORIGINAL.items() if len(n) > 1)  # "://"
+_FOLDED_TRIGGER_RE = re.compile("|".join(re.escape(n) for n in sorted(_BITS_FOLDED, key=len, reverse=True)))
+_PLANS: dict[int, _Plan] = {}
+#: texts up to this long are checked by trigger set; longer ones pattern by pattern, where each
+#: check stops at its first hit (a long text can hold thousands of trigger substrings)
+_TRIGGER_TEXT = 4_096
+
+
+def _triggers(original: str) -> int:
+    present = _DIGIT_BIT if _DIGIT_RE.search(original) is not None else 0
+    for char in _TRIGGER_CHARS.intersection(original):
+        present |= _BITS_ORIGINAL[char]
+    for needle, bit in _LONG_TRIGGERS:
+        if needle in original:
+            present |= bit
+    folded = original.casefold()
+    search = _FOLDED_TRIGGER_RE.search
+    found = search(folded)
+    while found is not None:
+        present |= _BITS_FOLDED[found.group()]
+        found = search(folded, found.start() + 1)
+    return present
+
+
+def _plan(present: int) -> _Plan:
+    plan = _PLANS.get(present)
+    if plan is None:
+        plan = tuple(
+            (pattern, make, guard)
+            for (pattern, make, needs_digit, _, _, guard), mask in zip(_PIPELINE, _MASKS)
+            if (present & _DIGIT_BIT or not needs_digit) and (not mask or present & mask)
+        )
+        if len(_PLANS) < 4096:  # there are far fewer distinct trigger sets; a bound all the same
+            _PLANS[present] = plan
+    return plan
+
+
+def _plan_checked_one_by_one(original: str) -> _Plan:
     has_digit = _DIGIT_RE.search(original) is not None
     folded: str | None = None
+    plan = []
     for pattern, make, needs_digit, literal, in_folded, guard in _PIPELINE:
         if needs_digit and not has_digit:
             continue
@@ -364,6 +429,19 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
                 continue
         elif literal and not any(map(original.__contains__, literal)):
             continue
+        plan.append((pattern, make, guard))
+    return tuple(plan)
+
+
+@lru_cache(maxsize=4096)
+def extract_facts(text: str) -> tuple[Fact, ...]:
+    """Every fact in the text, in pattern order (not text order)."""
+    if not text:
+        return ()
+    extractor = _Extractor(text[:_MAX_TEXT].replace("’", "'"))
+    original = extractor.text
+    plan = _plan(_triggers(original)) if len(original) <= _TRIGGER_TEXT else _plan_checked_one_by_one(original)
+    for pattern, make, guard in plan:
         if guard is not None and guard.search(original) is None:
             continue
         extractor.run(pattern, make)
