@@ -24,7 +24,7 @@ import datetime
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import repeat
 from typing import Any
 
@@ -96,7 +96,7 @@ class Sources:
         self._numbers: set[float] = set()
         #: a string leaf's fact kinds and amounts, by its text (the same value recurs in the
         #: history of every request)
-        self._leaves: dict[str, tuple[frozenset[Kind], tuple[float, ...]]] = {}
+        self._leaf_facts: dict[str, tuple[frozenset[Kind], tuple[float, ...]]] = {}
 
     @classmethod
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
@@ -149,7 +149,8 @@ class Sources:
             self._overnight = True
 
     def add_result(self, value: Any, *, own: bool) -> None:
-        for key, leaf in _leaves(value):
+        # one leaf past the budget says that it ran out
+        for key, leaf in _leaves(value, max(self._budget, 0) + 1):
             if self._budget <= 0:
                 self.complete = False
                 return
@@ -181,12 +182,12 @@ class Sources:
     def _leaf(self, leaf: str) -> tuple[frozenset[Kind], tuple[float, ...]]:
         """A string leaf's fact kinds, and the amounts written in it ("total price is 375" adds up
         like a JSON number)."""
-        known = self._leaves.get(leaf)
+        known = self._leaf_facts.get(leaf)
         if known is None:
             facts = facts_of(leaf) if leaf else ()
             amounts = tuple(fact.value for fact in facts if fact.kind in ("money", "number")
                             and fact.unit in _AMOUNT_UNITS and not fact.minor)
-            known = self._leaves[leaf] = (kinds_of(facts), amounts)
+            known = self._leaf_facts[leaf] = (kinds_of(facts), amounts)
         return known
 
     def _add_column_totals(self, value: Any, own: bool, depth: int = 0) -> None:
@@ -334,16 +335,23 @@ def _is_count(key: str | None, value: float) -> bool:
     return abs(value) <= MINOR_INT_LIMIT or (key is not None and bool(_COUNT_KEY.search(key)))
 
 
-def _leaves(value: Any, key: str | None = None, depth: int = 0) -> Iterator[tuple[str | None, str | float]]:
-    """(key, leaf) for string and finite-number leaves; a string that holds JSON is read as JSON."""
-    if depth > _MAX_DEPTH:
+def _leaves(value: Any, limit: int) -> list[tuple[str | None, str | float]]:
+    """The first ``limit`` (key, leaf) pairs for string and finite-number leaves, depth-first; a
+    string that holds JSON is read as JSON (only as far as the leaves taken reach)."""
+    out: list[tuple[str | None, str | float]] = []
+    _collect(value, None, 0, out, limit)
+    return out
+
+
+def _collect(value: Any, key: str | None, depth: int, out: list[tuple[str | None, str | float]], limit: int) -> None:
+    if depth > _MAX_DEPTH or len(out) >= limit:
         return
     if isinstance(value, dict):
         for k, item in value.items():
-            yield from _leaves(item, str(k), depth + 1)
+            _collect(item, str(k), depth + 1, out, limit)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _leaves(item, key, depth + 1)
+            _collect(item, key, depth + 1, out, limit)
     elif isinstance(value, str):
         text = value.strip()
         if text[:1] in ("{", "[") and len(text) <= MAX_TEXT:
@@ -352,11 +360,11 @@ def _leaves(value: Any, key: str | None = None, depth: int = 0) -> Iterator[tupl
             except (ValueError, RecursionError):
                 inner = None
             if isinstance(inner, (dict, list)):
-                yield from _leaves(inner, key, depth + 1)
+                _collect(inner, key, depth + 1, out, limit)
                 return
-        yield key, value
+        out.append((key, value))
     elif isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value):
-        yield key, float(value)
+        out.append((key, float(value)))
 
 
 def finite(value: int | float) -> bool:

@@ -314,7 +314,7 @@ def reports_success(value: Any) -> bool:
 # --- salient values -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen one costs several times as much to build, dozens per run
 class Salient:
     """One value of a result that the response could use."""
 
