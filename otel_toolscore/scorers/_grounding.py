@@ -97,6 +97,8 @@ class Sources:
         #: a string leaf's fact kinds and amounts, by its text (the same value recurs in the
         #: history of every request)
         self._leaf_facts: dict[str, tuple[frozenset[Kind], tuple[float, ...]]] = {}
+        #: ``verdict`` of each fact asked about
+        self._verdicts: dict[Fact, tuple[bool, bool]] = {}
 
     @classmethod
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
@@ -280,6 +282,16 @@ class Sources:
             every = sorted(self._own_amounts | self._amounts)
             self._combined = {round(x, 2) for i, a in enumerate(every) for b in every[i:] for x in (a + b, b - a)}
         return self._combined
+
+    def verdict(self, fact: Fact) -> tuple[bool, bool]:
+        """(nothing supports the fact though the results hold facts of its kind, and no result of
+        the run's own calls holds its kind). Kept per fact: with ``cross_turn`` each call's
+        response repeats the later answers' facts, and the sources are the same for all."""
+        known = self._verdicts.get(fact)
+        if known is None:
+            ungrounded = self.has_kind(fact) and not self.supports(fact)
+            known = self._verdicts[fact] = (ungrounded, ungrounded and not self.has_kind(fact, own=True))
+        return known
 
     def has_kind(self, fact: Fact, *, own: bool = False) -> bool:
         """Facts of that kind exist in the tool results the run was given (``own``: in its own

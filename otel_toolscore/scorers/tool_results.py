@@ -434,8 +434,9 @@ class Response:
         """Find the claims nothing supports (``sources`` None: the check is skipped)."""
         if sources is None:
             return
-        self.ungrounded = [fact for fact in self.claims if sources.has_kind(fact) and not sources.supports(fact)]
-        self.orphans = [fact for fact in self.ungrounded if not sources.has_kind(fact, own=True)]
+        verdicts = [(fact, sources.verdict(fact)) for fact in self.claims]
+        self.ungrounded = [fact for fact, (ungrounded, _) in verdicts if ungrounded]
+        self.orphans = [fact for fact, (ungrounded, orphan) in verdicts if ungrounded and orphan]
 
     @property
     def available(self) -> bool:
