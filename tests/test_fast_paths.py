@@ -4,8 +4,10 @@
   new part; the facts must equal ``read_span`` on each span alone.
 * ``classify`` / ``read_span`` read the SDK's attribute dict directly; the answers must equal
   those for the same attributes in a plain mapping.
-* ``extract_facts`` skips patterns whose required characters are missing; the facts must equal
-  those of running every pattern.
+* ``extract_facts`` skips patterns whose required characters or guards (runs every match holds)
+  are missing; the facts must equal those of running every pattern.
+* tool_results' claim patterns (asked only whether a text matches) are written for a fast scan;
+  they must match exactly the texts their plain forms (``tests/support/claims_oracle``) match.
 * ``Engine.score`` skips reading traces that no scorer samples.
 * the processor's hold deadlines (a queue in hold order, released early by at most a small
   slack, never late) still release a held span whose scoring hangs.
@@ -33,8 +35,9 @@ from otel_toolscore.conventions import classify, read_span, read_trace
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.genai import _convert_messages
 from otel_toolscore.scorers import _facts
+from otel_toolscore.scorers import tool_results as tr
 from otel_toolscore.scorers.base import Score, Scorer
-from tests.support import paths
+from tests.support import claims_oracle, paths
 
 FIXTURES = paths.traces(paths.FIXTURES) + paths.traces(paths.CAPTURES)
 TRACE_FILES = [f for f in FIXTURES if f.name not in ("labels.json", "stacks.json")]
@@ -165,6 +168,9 @@ def _every_pattern(text: str) -> tuple[_facts.Fact, ...]:
 _PIECES = list("0123456789 ,.:;/-_#@$€£¥₹%'’\"()[]{}abcdefjmnprstuyACDEFJMPSUW°º\u017f\u212a\u0130\u0131ß\n٣") + [
     "Jan", "sept", "USD", "inr", "İNR", "per cent", "pct", "http://", "www.", "am", "p.m.", "dollars", "bucks",
     "ſep", "ſek", "2025-06-14", "12:30", "03/04/2025", "1,234.5", "°F", "km/h", "#1234", "AB1234", "deadbeef7",
+    # the guards' runs, whole and cut: hex, capitals before digits, clock and date separators
+    "WWW.", "HTTPS://", "M", "PM", "a.m", "ABCDEF", "0f", "a1b2c3d", "ZZ", "123", "9:", ":05", "-0", "/1",
+    "12345678-", "1a2b-", "#", "AbCdEf0",
 ]
 
 
@@ -174,6 +180,13 @@ def test_extract_facts_skips_only_patterns_that_cannot_match(text: str) -> None:
     assert _facts.extract_facts.__wrapped__(text) == _every_pattern(text)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30).map("".join), st.sampled_from([" ", "x", "4", "a-", ":"]))
+def test_long_texts_are_checked_pattern_by_pattern_alike(text: str, filler: str) -> None:
+    long = text + filler * (_facts._TRIGGER_TEXT + 1 - len(text)) + text  # past the trigger-set path
+    assert _facts.extract_facts.__wrapped__(long) == _every_pattern(long)
+
+
 @pytest.mark.parametrize("path", TRACE_FILES[::3], ids=paths.trace_id)
 def test_extract_facts_on_fixture_texts(path: Path) -> None:
     for span in read_otlp_json(path):
@@ -181,6 +194,38 @@ def test_extract_facts_on_fixture_texts(path: Path) -> None:
             if isinstance(value, str):
                 for text in (value, *value.split('"')):
                     assert _facts.extract_facts.__wrapped__(text) == _every_pattern(text)
+
+
+# --- response claims ---------------------------------------------------------------------------
+
+_CLAIM_WORDS = [
+    *tr._DONE.strip("(?:)").replace("cancell?ed", "cancelled|canceled").split("|"),
+    "success", "successful", "successfully", "succeeded", "all set", "all", "set", "i", "I", "we", "We", "'ve",
+    "have", "has", "had", "been", "be", "just", "now", "already", "was", "were", "is", "are", "not", "never",
+    "n't", "don't", "doesn't", "didn't", "can", "could", "couldn't", "cannot", "can't", "unable", "able",
+    "unsuccessful", "unsuccessfully", "fail", "fails", "failed", "failure", "unfortunately", "wasn't",
+    "weren't", "an", "the", "error", "occurred", "no", "results", "result", "matches", "records", "record",
+    "data", "information", "entries", "such", "does", "do", "did", "exist", "possible", "work", "found",
+    "the order", "x", "12", "ſent", "ſucceſs", "faıled", "İs", "WAS", "Booked", "notfound",
+]
+_CLAIM_GLUE = [" ", "  ", "\n", "\t", "", ".", ",", "-", "'", "_", "!", " (", ")"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_CLAIM_WORDS) | st.sampled_from(_CLAIM_GLUE), max_size=14).map("".join))
+def test_claim_patterns_match_what_their_plain_forms_match(text: str) -> None:
+    assert bool(tr._SUCCESS_RE.search(text)) == bool(claims_oracle.SUCCESS_RE.search(text))
+    assert bool(tr._FAILURE_RE.search(text)) == bool(claims_oracle.FAILURE_RE.search(text))
+
+
+@pytest.mark.parametrize("path", TRACE_FILES, ids=paths.trace_id)
+def test_claim_patterns_on_fixture_texts(path: Path) -> None:
+    for span in read_otlp_json(path):
+        for value in (span.attributes or {}).values():
+            if isinstance(value, str):
+                for text in (value, *value.split('"')):
+                    assert bool(tr._SUCCESS_RE.search(text)) == bool(claims_oracle.SUCCESS_RE.search(text))
+                    assert bool(tr._FAILURE_RE.search(text)) == bool(claims_oracle.FAILURE_RE.search(text))
 
 
 # --- engine: unsampled traces are not read ----------------------------------------------------------

@@ -221,3 +221,23 @@ def test_a_number_of_another_dimension_does_not_support_a_measured_one() -> None
     assert flags(score(bare)) == []
     celsius = make_trajectory([("get_weather", {"location": "Madrid"}, {"temperature": "12.8°C"})], output=answer)
     assert flags(score(celsius)) == []
+
+
+# --- bounded indexing ----------------------------------------------------------------------------
+
+
+def test_results_are_indexed_up_to_the_value_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_toolscore.scorers import _grounding
+
+    monkeypatch.setattr(_grounding, "MAX_GROUNDING_VALUES", 4)
+    within = _grounding.Sources()
+    within.add_result({"a": 101.5, "b": [202.5, "x 303.5"], "c": '{"d": 404.5}'}, own=True)
+    assert within.complete
+    assert {101.5, 202.5, 303.5, 404.5} <= within.index.numbers
+    beyond = _grounding.Sources()
+    beyond.add_result({"a": 101.5, "b": [202.5, "x 303.5"], "c": '{"d": 404.5}', "e": 505.5}, own=True)
+    assert not beyond.complete  # the fifth value is past the budget: the hallucination check is skipped
+    assert {101.5, 202.5, 303.5, 404.5} <= beyond.index.numbers and 505.5 not in beyond.index.numbers
+    # the budget is the run's, over all its results
+    beyond.add_result({"f": 606.5}, own=False)
+    assert 606.5 not in beyond.index.numbers

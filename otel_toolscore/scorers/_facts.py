@@ -32,7 +32,9 @@ MAX_TEXT = _MAX_TEXT = 200_000
 _MAX_CACHED_TEXT = 4_096
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (a frozen one costs three times as much to build, and a run builds dozens), but
+# hashable by value like one, and never changed: facts are cached and shared between runs.
+@dataclass(slots=True, unsafe_hash=True)
 class Fact:
     kind: str  # number, year, money, percentage, date, time, identifier, email, url
     #: float for number/year/money/percentage; (y|None, m, d) for date; minutes for time;
@@ -196,8 +198,8 @@ class _Extractor:
 def _url(match: re.Match[str]) -> Fact:
     raw = match.group(0).rstrip(".,;:!?)]}'\"")
     value = raw.casefold()
-    value = re.sub(r"^https?://", "", value)
-    value = re.sub(r"^www\.", "", value).rstrip("/")
+    value = value.removeprefix("https://") if value.startswith("https://") else value.removeprefix("http://")
+    value = value.removeprefix("www.").rstrip("/")
     return Fact("url", value, raw)
 
 
@@ -280,7 +282,7 @@ def _number(match: re.Match[str]) -> Fact:
     unit_text = match["unit"]
     dimension = None
     if unit_text:
-        unit_key = re.sub(r"\s+", "", unit_text.casefold())
+        unit_key = "".join(unit_text.casefold().split())  # "° F" is "°f" (str.split: the whitespace \s is)
         dimension = _UNITS.get(unit_key) or ("temperature" if unit_key in ("f", "c") else None)
     text = match.group(0).strip()
     plain = dimension is None and not match["scale"]
@@ -301,30 +303,136 @@ _MONTH_PREFIXES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep"
 _CURRENCY_CODE_PARTS = ("usd", "eur", "gbp", "jpy", "nr", "cad", "aud", "chf", "cny", "sek", "nok", "dkk")
 _NO_NEED: tuple[str, ...] = ()
 
+# A guard is a run of characters every match holds, as a pattern that starts with a character
+# class or a literal (so that its search skips ahead in C instead of trying every position):
+# blanking turns characters into spaces and creates none, so a match in the blanked text holds
+# the same run in the original, and one search of the original decides. Where a match may have
+# a space, the guard has any character (that space may be a blanked one); a guard never spans
+# a run of spaces.
+_UUID_GUARD = re.compile(r"[0-9a-fA-F]{8}-")
+_ISO_DATE_GUARD = re.compile(r"\d{4}-\d")
+_SLASH_DATE_GUARD = re.compile(r"\d/\d")
+_CLOCK_GUARD = re.compile(r"\d:\d\d")
+_CAPS_GUARD = re.compile(r"[A-Z]{2}\d{3}")
+_HASH_GUARD = re.compile(r"#\d{3}")
+_HEX_GUARD = re.compile(r"[0-9a-fA-F]{7}")
+_AMPM_GUARD = re.compile(r"\d.?[aApP]\.?.?[mM]", re.S)  # "5pm", "5 p.m.": a, p and m have no other spelling under re.I
+_SEP_GUARD = re.compile(r"[-_]\w")
+
 # (pattern, fact maker, needs a digit, needs one of these substrings, needs one of these in
-# the case-folded text)
-_PIPELINE: tuple[tuple[re.Pattern[str], Any, bool, tuple[str, ...], tuple[str, ...]], ...] = (
-    (_URL_RE, _url, False, ("://", "."), _NO_NEED),
-    (_EMAIL_RE, _email, False, ("@",), _NO_NEED),
-    (_UUID_RE, _identifier, False, ("-",), _NO_NEED),
-    (_ISO_DATE_RE, _iso_date, True, ("-",), _NO_NEED),
-    (_TEXT_DATE_MD_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES),
-    (_TEXT_DATE_DM_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES),
-    (_SLASH_DATE_RE, _slash_date, True, ("/",), _NO_NEED),
-    (_CLOCK_RE, _clock, True, (":",), _NO_NEED),
-    (_HOUR_AMPM_RE, _hour_ampm, True, _NO_NEED, _NO_NEED),
-    (_MONEY_PREFIX_RE, _money, True, ("$", "€", "£", "¥", "₹"), _NO_NEED),
-    (_MONEY_CODE_RE, _money, True, _NO_NEED, _CURRENCY_CODE_PARTS),
-    (_MONEY_SUFFIX_RE, _money, True, _NO_NEED, (*_CURRENCY_CODE_PARTS, "dollar", "euro", "cent", "buck")),
-    (_PERCENT_RE, _percent, True, ("%",), ("per", "pct")),
-    (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED),
-    (_IDENT_CAPS_RE, _identifier, True, _NO_NEED, _NO_NEED),
-    (_IDENT_HASH_RE, _identifier, True, ("#",), _NO_NEED),
-    (_HEX_RE, _identifier, True, _NO_NEED, _NO_NEED),
-    (_NUMBER_RE, _number, True, _NO_NEED, _NO_NEED),
+# the case-folded text, a guard the text must hold or None)
+_PIPELINE: tuple[
+    tuple[re.Pattern[str], Any, bool, tuple[str, ...], tuple[str, ...], re.Pattern[str] | None], ...
+] = (
+    (_URL_RE, _url, False, ("://",), ("www.",), None),
+    (_EMAIL_RE, _email, False, ("@",), _NO_NEED, None),
+    (_UUID_RE, _identifier, False, ("-",), _NO_NEED, _UUID_GUARD),
+    (_ISO_DATE_RE, _iso_date, True, ("-",), _NO_NEED, _ISO_DATE_GUARD),
+    (_TEXT_DATE_MD_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),
+    (_TEXT_DATE_DM_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),
+    (_SLASH_DATE_RE, _slash_date, True, ("/",), _NO_NEED, _SLASH_DATE_GUARD),
+    (_CLOCK_RE, _clock, True, (":",), _NO_NEED, _CLOCK_GUARD),
+    (_HOUR_AMPM_RE, _hour_ampm, True, _NO_NEED, _NO_NEED, _AMPM_GUARD),
+    (_MONEY_PREFIX_RE, _money, True, ("$", "€", "£", "¥", "₹"), _NO_NEED, None),
+    (_MONEY_CODE_RE, _money, True, _NO_NEED, _CURRENCY_CODE_PARTS, None),
+    (_MONEY_SUFFIX_RE, _money, True, _NO_NEED, (*_CURRENCY_CODE_PARTS, "dollar", "euro", "cent", "buck"), None),
+    (_PERCENT_RE, _percent, True, ("%",), ("cent", "pct"), None),
+    (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED, _SEP_GUARD),
+    (_IDENT_CAPS_RE, _identifier, True, _NO_NEED, _NO_NEED, _CAPS_GUARD),
+    (_IDENT_HASH_RE, _identifier, True, ("#",), _NO_NEED, _HASH_GUARD),
+    (_HEX_RE, _identifier, True, _NO_NEED, _NO_NEED, _HEX_GUARD),
+    (_NUMBER_RE, _number, True, _NO_NEED, _NO_NEED, None),
 )
 #: what the patterns' ``\d`` matches (any Unicode decimal digit)
 _DIGIT_RE = re.compile(r"\d")
+
+
+# Which patterns a short text can match is decided from one set of "triggers" (the characters
+# and substrings the table above asks for) instead of a check per pattern: a set intersection
+# for the characters, one scan of the case-folded text for the substrings, then the plan for
+# that set of triggers, kept once made (texts share few distinct sets).
+_Plan = tuple[tuple[re.Pattern[str], Any, re.Pattern[str] | None], ...]
+
+
+def _trigger_tables() -> tuple[dict[str, int], dict[str, int], int, tuple[int, ...]]:
+    """(bit of each character or substring of the original text, bit of each substring of the
+    case-folded text, the has-a-digit bit, each pattern's trigger bits)."""
+    bits_original: dict[str, int] = {}
+    bits_folded: dict[str, int] = {}
+    for _, _, _, literal, in_folded, _ in _PIPELINE:
+        for needle in literal:
+            bits_original.setdefault(needle, 1 << (len(bits_original) + len(bits_folded)))
+        for needle in in_folded:
+            bits_folded.setdefault(needle, 1 << (len(bits_original) + len(bits_folded)))
+    digit = 1 << (len(bits_original) + len(bits_folded))
+    masks = tuple(
+        sum(bits_original[n] for n in set(literal)) | sum(bits_folded[n] for n in set(in_folded))
+        for _, _, _, literal, in_folded, _ in _PIPELINE
+    )
+    # the scan reports the longest substring starting at a position: it stands for the shorter
+    # ones it starts with too ("euro" is also "eur")
+    for needle in bits_folded:
+        for shorter in bits_folded:
+            if needle != shorter and needle.startswith(shorter):
+                bits_folded[needle] |= bits_folded[shorter]
+    return bits_original, bits_folded, digit, masks
+
+
+_BITS_ORIGINAL, _BITS_FOLDED, _DIGIT_BIT, _MASKS = _trigger_tables()
+_TRIGGER_CHARS = frozenset(n for n in _BITS_ORIGINAL if len(n) == 1)
+_LONG_TRIGGERS = tuple((n, bit) for n, bit in _BITS_ORIGINAL.items() if len(n) > 1)  # "://"
+_FOLDED_TRIGGER_RE = re.compile("|".join(re.escape(n) for n in sorted(_BITS_FOLDED, key=len, reverse=True)))
+_PLANS: dict[int, _Plan] = {}
+#: texts up to this long are checked by trigger set; longer ones pattern by pattern, where each
+#: check stops at its first hit (a long text can hold thousands of trigger substrings)
+_TRIGGER_TEXT = 4_096
+
+
+def _triggers(original: str) -> int:
+    present = _DIGIT_BIT if _DIGIT_RE.search(original) is not None else 0
+    for char in _TRIGGER_CHARS.intersection(original):
+        present |= _BITS_ORIGINAL[char]
+    for needle, bit in _LONG_TRIGGERS:
+        if needle in original:
+            present |= bit
+    folded = original.casefold()
+    search = _FOLDED_TRIGGER_RE.search
+    found = search(folded)
+    while found is not None:
+        present |= _BITS_FOLDED[found.group()]
+        found = search(folded, found.start() + 1)
+    return present
+
+
+def _plan(present: int) -> _Plan:
+    plan = _PLANS.get(present)
+    if plan is None:
+        plan = tuple(
+            (pattern, make, guard)
+            for (pattern, make, needs_digit, _, _, guard), mask in zip(_PIPELINE, _MASKS)
+            if (present & _DIGIT_BIT or not needs_digit) and (not mask or present & mask)
+        )
+        if len(_PLANS) < 4096:  # there are far fewer distinct trigger sets; a bound all the same
+            _PLANS[present] = plan
+    return plan
+
+
+def _plan_checked_one_by_one(original: str) -> _Plan:
+    has_digit = _DIGIT_RE.search(original) is not None
+    folded: str | None = None
+    plan = []
+    for pattern, make, needs_digit, literal, in_folded, guard in _PIPELINE:
+        if needs_digit and not has_digit:
+            continue
+        if in_folded:
+            if folded is None:
+                folded = original.casefold()
+            if not (any(map(original.__contains__, literal)) or any(map(folded.__contains__, in_folded))):
+                continue
+        elif literal and not any(map(original.__contains__, literal)):
+            continue
+        plan.append((pattern, make, guard))
+    return tuple(plan)
 
 
 @lru_cache(maxsize=4096)
@@ -334,17 +442,9 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
         return ()
     extractor = _Extractor(text[:_MAX_TEXT].replace("’", "'"))
     original = extractor.text
-    has_digit = _DIGIT_RE.search(original) is not None
-    folded: str | None = None
-    for pattern, make, needs_digit, literal, in_folded in _PIPELINE:
-        if needs_digit and not has_digit:
-            continue
-        if in_folded:
-            if folded is None:
-                folded = original.casefold()
-            if not (any(map(original.__contains__, literal)) or any(map(folded.__contains__, in_folded))):
-                continue
-        elif literal and not any(map(original.__contains__, literal)):
+    plan = _plan(_triggers(original)) if len(original) <= _TRIGGER_TEXT else _plan_checked_one_by_one(original)
+    for pattern, make, guard in plan:
+        if guard is not None and guard.search(original) is None:
             continue
         extractor.run(pattern, make)
     return tuple(extractor.facts)
@@ -427,7 +527,7 @@ class FactIndex:
         self.times_mod12: set[int] = set()
         self.ambiguous_times_mod12: set[int] = set()
         self.strings: set[str] = set()
-        self.kinds: set[tuple[str, str | None]] = set()
+        self.kinds: set[Kind] = set()
         self._blob_parts: list[str] = []
         self._texts: set[str] = set()
         self._cut = 0  # texts added that were longer than what is examined
@@ -565,18 +665,35 @@ class FactIndex:
         return reading in self.dates or (None, m, d) in self.dates
 
     def has_kind_for(self, fact: Fact) -> bool:
-        """Is there a fact of the same kind here (the condition for calling a fact invented)?
+        """Is there a fact of the same kind here (``has_kind_in`` of this index's kinds)?"""
+        return has_kind_in(self.kinds, fact)
 
-        Numbers are the same kind when their dimensions agree or either has no unit; a year
-        is comparable with dates and years.
-        """
-        if fact.kind == "number":
-            if fact.unit is None:
-                return any(kind == "number" for kind, _ in self.kinds)
-            return ("number", fact.unit) in self.kinds or ("number", None) in self.kinds
-        if fact.kind == "year":
-            return ("year", None) in self.kinds or ("date", None) in self.kinds
-        return (fact.kind, None) in self.kinds
+
+#: what ``FactIndex.kinds`` holds for a fact: its kind, and a number's dimension
+Kind = tuple[str, str | None]
+
+
+def kind_of(fact: Fact) -> Kind:
+    return (fact.kind, fact.unit if fact.kind == "number" else None)
+
+
+def kinds_of(facts: Iterable[Fact]) -> frozenset[Kind]:
+    return frozenset(kind_of(fact) for fact in facts)
+
+
+def has_kind_in(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:
+    """Is there a fact of the same kind among ``kinds`` (the condition for calling a fact invented)?
+
+    Numbers are the same kind when their dimensions agree or either has no unit; a year
+    is comparable with dates and years.
+    """
+    if fact.kind == "number":
+        if fact.unit is None:
+            return any(kind == "number" for kind, _ in kinds)
+        return ("number", fact.unit) in kinds or ("number", None) in kinds
+    if fact.kind == "year":
+        return ("year", None) in kinds or ("date", None) in kinds
+    return (fact.kind, None) in kinds
 
 
 def unique_facts(facts: Iterable[Fact]) -> list[Fact]:

@@ -24,11 +24,21 @@ import datetime
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import repeat
 from typing import Any
 
-from otel_toolscore.scorers._facts import MAX_TEXT, MINOR_INT_LIMIT, Fact, FactIndex, facts_of, number_fact
+from otel_toolscore.scorers._facts import (
+    MAX_TEXT,
+    MINOR_INT_LIMIT,
+    Fact,
+    FactIndex,
+    Kind,
+    facts_of,
+    has_kind_in,
+    kinds_of,
+    number_fact,
+)
 from otel_toolscore.trajectory import ToolCall, Trajectory
 
 #: values of tool results put into the index; a run with more has its hallucination check
@@ -41,6 +51,10 @@ _MAX_OPERANDS = 150
 _MAX_COUNT = 10
 _NUMERIC = frozenset({"number", "money", "percentage"})
 _CURRENCY_UNITS = ("$", "€", "£", "¥", "₹", "us$", "usd", "eur", "gbp", "dollars", "dollar", "euros", "euro")
+#: units an amount written in text may have (none, or a currency)
+_AMOUNT_UNITS = frozenset((None, *_CURRENCY_UNITS))
+#: what a JSON number leaf adds to the result kinds
+_NUMBER_KIND: Kind = ("number", None)
 _DIGIT_RUN = re.compile(r"\d{3,}")
 #: keys whose numbers are counts, not amounts: they are never added into a total
 _COUNT_KEY = re.compile(
@@ -70,10 +84,21 @@ class Sources:
         self._overnight = False
         #: False when more was given than is indexed: the hallucination check is then skipped
         self.complete = True
-        #: facts of the tool results (this run's and earlier turns'), for "facts of that kind exist"
-        self.result_index = FactIndex()
-        #: facts of this run's own tool results
-        self.own_index = FactIndex()
+        #: kinds of the facts of the tool results (this run's and earlier turns'), for "facts of
+        #: that kind exist" (the only question asked of them, so only the kinds are kept)
+        self.result_kinds: set[Kind] = set()
+        #: kinds of the facts of this run's own tool results
+        self.own_kinds: set[Kind] = set()
+        #: texts added: a run repeats its history in every model request and a result's raw
+        #: text beside its value, so most texts come again; each is indexed once
+        self._texts: set[str] = set()
+        #: number leaves indexed (indexing one again adds nothing)
+        self._numbers: set[float] = set()
+        #: a string leaf's fact kinds and amounts, by its text (the same value recurs in the
+        #: history of every request)
+        self._leaf_facts: dict[str, tuple[frozenset[Kind], tuple[float, ...]]] = {}
+        #: ``verdict`` of each fact asked about
+        self._verdicts: dict[Fact, tuple[bool, bool]] = {}
 
     @classmethod
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
@@ -116,15 +141,18 @@ class Sources:
         return sources
 
     def add_text(self, text: str | None) -> None:
-        if not text:
+        if not text or text in self._texts:
             return
+        self._texts.add(text)
         self.index.add_text(text)
-        self._digit_runs.update(_DIGIT_RUN.findall(text[:MAX_TEXT]))
-        if not self._overnight and "+1" in text and _NEXT_DAY.search(text[:MAX_TEXT]):
+        examined = text if len(text) <= MAX_TEXT else text[:MAX_TEXT]
+        self._digit_runs.update(_DIGIT_RUN.findall(examined))
+        if not self._overnight and "+1" in examined and _NEXT_DAY.search(examined):
             self._overnight = True
 
     def add_result(self, value: Any, *, own: bool) -> None:
-        for key, leaf in _leaves(value):
+        # one leaf past the budget says that it ran out
+        for key, leaf in _leaves(value, max(self._budget, 0) + 1):
             if self._budget <= 0:
                 self.complete = False
                 return
@@ -133,25 +161,36 @@ class Sources:
                 self.add_text(key)  # lenient: a date or a name can be a key
             if isinstance(leaf, str):
                 self.add_text(leaf)
-                self.result_index.add_text(leaf)
+                kinds, amounts = self._leaf(leaf)
+                self.result_kinds.update(kinds)
                 if own:
-                    self.own_index.add_text(leaf)
-                # amounts written in text ("total price is 375") add up like JSON numbers
-                for fact in facts_of(leaf[:MAX_TEXT]) if any(map(str.isdigit, leaf)) else ():
-                    if fact.kind in ("money", "number") and fact.unit in (None, *_CURRENCY_UNITS) and not fact.minor:
-                        self._add_amount(fact.value, own)
+                    self.own_kinds.update(kinds)
+                for amount in amounts:
+                    self._add_amount(amount, own)
                 continue
-            fact = number_fact(leaf)
-            self.index.add((fact,))
-            if leaf.is_integer():
-                self._digit_runs.add(str(int(abs(leaf))))
-            self.result_index.add((fact,))
+            if leaf not in self._numbers:
+                self._numbers.add(leaf)
+                self.index.add((number_fact(leaf),))
+                if leaf.is_integer():
+                    self._digit_runs.add(str(int(abs(leaf))))
+            self.result_kinds.add(_NUMBER_KIND)
             if own:
-                self.own_index.add((fact,))
+                self.own_kinds.add(_NUMBER_KIND)
             if not _is_count(key, leaf):
                 self._add_amount(leaf, own)
         if isinstance(value, (dict, list)):
             self._add_column_totals(value, own)
+
+    def _leaf(self, leaf: str) -> tuple[frozenset[Kind], tuple[float, ...]]:
+        """A string leaf's fact kinds, and the amounts written in it ("total price is 375" adds up
+        like a JSON number)."""
+        known = self._leaf_facts.get(leaf)
+        if known is None:
+            facts = facts_of(leaf) if leaf else ()
+            amounts = tuple(fact.value for fact in facts if fact.kind in ("money", "number")
+                            and fact.unit in _AMOUNT_UNITS and not fact.minor)
+            known = self._leaf_facts[leaf] = (kinds_of(facts), amounts)
+        return known
 
     def _add_column_totals(self, value: Any, own: bool, depth: int = 0) -> None:
         """The total of each numeric field over a list of records (the price of every flight of
@@ -244,25 +283,34 @@ class Sources:
             self._combined = {round(x, 2) for i, a in enumerate(every) for b in every[i:] for x in (a + b, b - a)}
         return self._combined
 
+    def verdict(self, fact: Fact) -> tuple[bool, bool]:
+        """(nothing supports the fact though the results hold facts of its kind, and no result of
+        the run's own calls holds its kind). Kept per fact: with ``cross_turn`` each call's
+        response repeats the later answers' facts, and the sources are the same for all."""
+        known = self._verdicts.get(fact)
+        if known is None:
+            ungrounded = self.has_kind(fact) and not self.supports(fact)
+            known = self._verdicts[fact] = (ungrounded, ungrounded and not self.has_kind(fact, own=True))
+        return known
+
     def has_kind(self, fact: Fact, *, own: bool = False) -> bool:
         """Facts of that kind exist in the tool results the run was given (``own``: in its own
         calls' results)."""
-        return same_kind(self.own_index if own else self.result_index, fact)
+        return same_kind(self.own_kinds if own else self.result_kinds, fact)
 
 
-def same_kind(index: FactIndex, fact: Fact) -> bool:
-    """Facts of the fact's kind are in the index. An amount is comparable with any plain number:
-    results carry prices as bare JSON numbers (``{"price_eur": 120}``). A reference number
-    ("gift card 7091239", "#1042") is comparable with identifiers and with numbers alike."""
-    plain_numbers = any(kind == "number" for kind, _ in index.kinds)
-    if fact.kind == "money" and plain_numbers:
-        return True
-    if fact.kind == "identifier" and fact.value.startswith("#") and plain_numbers:
-        return True
+def same_kind(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:
+    """Facts of the fact's kind are among ``kinds`` (``FactIndex.kinds``, ``kinds_of``). An amount
+    is comparable with any plain number: results carry prices as bare JSON numbers
+    (``{"price_eur": 120}``). A reference number ("gift card 7091239", "#1042") is comparable
+    with identifiers and with numbers alike."""
+    if fact.kind == "money" or (fact.kind == "identifier" and fact.value.startswith("#")):
+        if any(kind == "number" for kind, _ in kinds):
+            return True
     if (fact.kind == "number" and fact.unit is None and fact.decimals == 0 and abs(fact.value) >= 1000
-            and ("identifier", None) in index.kinds):
+            and ("identifier", None) in kinds):
         return True
-    return index.has_kind_for(fact)
+    return has_kind_in(kinds, fact)
 
 
 def _days_before(fact: Fact) -> list[Any]:
@@ -299,16 +347,23 @@ def _is_count(key: str | None, value: float) -> bool:
     return abs(value) <= MINOR_INT_LIMIT or (key is not None and bool(_COUNT_KEY.search(key)))
 
 
-def _leaves(value: Any, key: str | None = None, depth: int = 0) -> Iterator[tuple[str | None, str | float]]:
-    """(key, leaf) for string and finite-number leaves; a string that holds JSON is read as JSON."""
-    if depth > _MAX_DEPTH:
+def _leaves(value: Any, limit: int) -> list[tuple[str | None, str | float]]:
+    """The first ``limit`` (key, leaf) pairs for string and finite-number leaves, depth-first; a
+    string that holds JSON is read as JSON (only as far as the leaves taken reach)."""
+    out: list[tuple[str | None, str | float]] = []
+    _collect(value, None, 0, out, limit)
+    return out
+
+
+def _collect(value: Any, key: str | None, depth: int, out: list[tuple[str | None, str | float]], limit: int) -> None:
+    if depth > _MAX_DEPTH or len(out) >= limit:
         return
     if isinstance(value, dict):
         for k, item in value.items():
-            yield from _leaves(item, str(k), depth + 1)
+            _collect(item, str(k), depth + 1, out, limit)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _leaves(item, key, depth + 1)
+            _collect(item, key, depth + 1, out, limit)
     elif isinstance(value, str):
         text = value.strip()
         if text[:1] in ("{", "[") and len(text) <= MAX_TEXT:
@@ -317,11 +372,11 @@ def _leaves(value: Any, key: str | None = None, depth: int = 0) -> Iterator[tupl
             except (ValueError, RecursionError):
                 inner = None
             if isinstance(inner, (dict, list)):
-                yield from _leaves(inner, key, depth + 1)
+                _collect(inner, key, depth + 1, out, limit)
                 return
-        yield key, value
+        out.append((key, value))
     elif isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value):
-        yield key, float(value)
+        out.append((key, float(value)))
 
 
 def finite(value: int | float) -> bool:

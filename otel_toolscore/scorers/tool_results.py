@@ -62,6 +62,8 @@ from otel_toolscore.scorers._facts import (
     Fact,
     FactIndex,
     facts_of,
+    kind_of,
+    kinds_of,
     number_fact,
     unique_facts,
 )
@@ -149,21 +151,29 @@ _DONE = (
     r"completed|processed|added|cancell?ed|transferred|paid|ordered|reserved|registered|posted|"
     r"uploaded|published|delivered|confirmed|executed|logged|found|retrieved|fetched|finished)"
 )
+# Both are asked only "is there a match" (never where or which), so each is written for a fast
+# scan: every alternative behind one ``\b`` and grouped by its first letters (a search tries
+# every alternative at every position). "successfully" stands alone: a claim that contains it
+# ("sent successfully", "has been successfully booked") is found by the word itself.
+# tests/support/claims_oracle.py keeps the plain forms these must agree with.
 _SUCCESS_RE = re.compile(
-    rf"\bsuccess(?:ful(?:ly)?)?\b|\bsucceeded\b"
-    rf"|\b(?:i|we)(?:'ve|\s+have)?\s+(?:just\s+|now\s+|already\s+|successfully\s+)?{_DONE}\b"
-    rf"|\b(?:has|have|had)\s+been\s+(?:successfully\s+)?{_DONE}\b"
-    rf"|\b(?:was|were|is|are)\s+(?:successfully\s+)?{_DONE}\b"
-    rf"|\b{_DONE}\s+successfully\b|\ball set\b",
+    rf"\b(?:success(?:ful(?:ly)?)?\b|succeeded\b|all set\b"
+    rf"|(?:i|we)(?:'ve|\s+have)?\s+(?:just\s+|now\s+|already\s+)?{_DONE}\b"
+    rf"|ha(?:s|ve|d)\s+been\s+{_DONE}\b"
+    rf"|(?:was|were|is|are)\s+{_DONE}\b)",
     re.I,
 )
+_FAILED = rf"\s+(?:\w+\s+){{0,2}}?(?:{_DONE}|successful(?:ly)?|able|possible|work)\b"
 _FAILURE_RE = re.compile(
-    rf"(?:\bnot|n't|\bnever)\s+(?:\w+\s+){{0,2}}?(?:{_DONE}|successful(?:ly)?|able|possible|work)\b"
-    r"|\b(?:could\s*not|couldn't|can\s*not|cannot|can't|unable|unsuccessful(?:ly)?|failed|fails?"
-    r"|failure|unfortunately|wasn't able|weren't able)\b"
-    r"|\b(?:an|the)\s+error\b|\berror\s+occurred\b|\bnot\s+(?:be\s+|been\s+)?found\b"
-    r"|\bno\s+(?:results?|matches|records?|data|information|entries|such)\b"
-    r"|\b(?:does\s*not|doesn't|do\s*not|don't|did\s*not|didn't)\s+exist\b",
+    rf"\b(?:n(?:ot|ever){_FAILED}"
+    r"|no(?:t\s+(?:be\s+|been\s+)?found\b|\s+(?:results?|matches|records?|data|information|entries|such)\b)"
+    r"|c(?:ould\s*not|ouldn't|an\s*not|annot|an't)\b"
+    r"|un(?:able|successful(?:ly)?|fortunately)\b"
+    r"|fa(?:iled|ils?|ilure)\b"
+    r"|w(?:asn't|eren't) able\b"
+    r"|(?:an|the)\s+error\b|error\s+occurred\b"
+    r"|d(?:oes\s*not|oesn't|o\s*not|on't|id\s*not|idn't)\s+exist\b)"
+    rf"|n't{_FAILED}",
     re.I,
 )
 _FOUND_RE = re.compile(
@@ -304,7 +314,7 @@ def reports_success(value: Any) -> bool:
 # --- salient values -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen one costs several times as much to build, dozens per run
 class Salient:
     """One value of a result that the response could use."""
 
@@ -424,8 +434,9 @@ class Response:
         """Find the claims nothing supports (``sources`` None: the check is skipped)."""
         if sources is None:
             return
-        self.ungrounded = [fact for fact in self.claims if sources.has_kind(fact) and not sources.supports(fact)]
-        self.orphans = [fact for fact in self.ungrounded if not sources.has_kind(fact, own=True)]
+        verdicts = [(fact, sources.verdict(fact)) for fact in self.claims]
+        self.ungrounded = [fact for fact, (ungrounded, _) in verdicts if ungrounded]
+        self.orphans = [fact for fact, (ungrounded, orphan) in verdicts if ungrounded and orphan]
 
     @property
     def available(self) -> bool:
@@ -602,15 +613,16 @@ class ToolResultVerification(Scorer):
         else:
             salient = salient_values(value, limits, what)
 
-        result_index = FactIndex(fact for item in salient for fact in item.facts)
+        # only "does the result hold facts of this kind" is asked of the result's facts
+        result_kinds = {kind_of(fact) for item in salient for fact in item.facts}
         if isinstance(value, str) and malformed:
-            result_index.add(facts_of(_examined(value, what, limits)))
+            result_kinds.update(kinds_of(facts_of(_examined(value, what, limits))))
         hallucination_score = 0.0
         ungrounded: list[Fact] = []
         integrated = False
         if response.available and (has_result or error is not None):
             ungrounded = [fact for fact in response.ungrounded
-                          if _same_kind(result_index, fact) or (orphans and fact in response.orphans)]
+                          if _same_kind(result_kinds, fact) or (orphans and fact in response.orphans)]
             hallucination_score = round(len(ungrounded) / len(response.claims), 2) if response.claims else 0.0
             contradiction = _contradiction(call, value, error, response, outcomes, i)
             if contradiction:
