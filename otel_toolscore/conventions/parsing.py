@@ -17,8 +17,6 @@ from contextvars import ContextVar, Token
 from dataclasses import fields, is_dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from pydantic import BaseModel
-
 from otel_toolscore import semconv as sc
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
 
@@ -111,7 +109,7 @@ def may_hold_surrogates(value: str) -> bool:
 
 
 def clean_strings(obj: Any) -> Any:
-    """``valid_text`` on every string inside a value (lists, dicts and models in place).
+    """``valid_text`` on every string inside a value (lists, dicts and dataclasses in place).
     Values read from attributes nest at most ``MAX_DEPTH`` levels, so recursion is bounded."""
     if isinstance(obj, str):
         return valid_text(obj)
@@ -123,9 +121,6 @@ def clean_strings(obj: Any) -> Any:
         cleaned = {clean_strings(k): clean_strings(v) for k, v in obj.items()}
         obj.clear()
         obj.update(cleaned)
-    elif isinstance(obj, BaseModel):
-        for name in type(obj).model_fields:
-            setattr(obj, name, clean_strings(getattr(obj, name)))
     elif is_dataclass(obj) and not isinstance(obj, type):
         for f in fields(obj):
             setattr(obj, f.name, clean_strings(getattr(obj, f.name)))
