@@ -200,20 +200,28 @@ def find_repeated_calls(trajectory: Trajectory) -> dict[int, int]:
     error, is reported (a loop, or a blind retry). Alternating loops (A, B, A, B, …) are caught
     from their second round on, once B's result is no longer new.
     """
-    calls, call_positions, llms, llm_positions = step_positions(trajectory)
+    calls = trajectory.tool_calls
     if len(calls) < 2:
         return {}
+    # (name, arguments) of each call first: most runs repeat none, and need nothing more
+    earlier: list[int | None] = []
+    last_by_key: dict[tuple[str, str], int] = {}
+    for i, call in enumerate(calls):
+        j = None
+        if call.name:
+            key = (call.name, _arguments_key(call))
+            j = last_by_key.get(key)
+            last_by_key[key] = i
+        earlier.append(j)
+    if not any(j is not None for j in earlier):
+        return {}
+    calls, call_positions, llms, llm_positions = step_positions(trajectory)
     new_outcome = _new_outcome_flags(calls)
     user_counts = [_user_message_count(llm) for llm in llms]
 
     repeats: dict[int, int] = {}
-    last_by_key: dict[tuple[str, str], int] = {}
     for i, call in enumerate(calls):
-        if not call.name:
-            continue
-        key = (call.name, _arguments_key(call))
-        j = last_by_key.get(key)
-        last_by_key[key] = i
+        j = earlier[i]
         if j is None:
             continue
         learnt = any(
