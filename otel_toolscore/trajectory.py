@@ -19,8 +19,8 @@ _M = TypeVar("_M", bound="_Model")
 
 class _Model:
     """Plain slotted dataclasses: the readers build some forty of these per ten-span run and
-    mutate them while assembling, which pydantic models made cost several times as much
-    (validation on every build, a checked ``__setattr__`` on every change). Built by our own
+    change them while assembling; as pydantic models each cost 3-4x as much to build and 20x to
+    change (validation, a checked ``__setattr__``; ``model_construct`` is slower still). Built by our own
     readers from values they already typed, they need no validation; pydantic comes in where a
     trajectory crosses a boundary, through these methods (a ``TypeAdapter`` per class, built on
     first use): JSON in (``model_validate``, ``model_validate_json``) and out (``model_dump``,
@@ -63,15 +63,13 @@ class _Model:
         return dataclasses.replace(self, **(update or {}))  # type: ignore[type-var]
 
 
-_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
 
 
 def _adapter(cls: type) -> TypeAdapter[Any]:
-    # by qualified name: one adapter per class (a race builds two equal ones, harmlessly)
-    key = f"{cls.__module__}.{cls.__qualname__}"
-    adapter = _ADAPTERS.get(key)
-    if adapter is None:
-        adapter = _ADAPTERS[key] = TypeAdapter(cls)
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:  # (two threads may build one each: equal, harmless)
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
     return adapter
 
 
