@@ -393,6 +393,9 @@ class _CallBuilder:
         #: (name, canonical arguments) of each call, by id(call); arguments do not change while
         #: LLM spans are added, which is when this is used
         self._call_keys: dict[int, str] = {}
+        #: canonical JSON of each arguments value met, by id (the value kept, so the id stays its
+        #: own): a call keeps its request's arguments, and spans share the requests they repeat
+        self._canon: dict[int, tuple[Any, str]] = {}
         #: the requesting LLM span's (start, end), by id(call): one model call that two nested
         #: instrumentations record (a framework's LLM span around the client's) is one request
         self._requested_in: dict[int, tuple[int, int]] = {}
@@ -417,10 +420,19 @@ class _CallBuilder:
     def sort_key(self, call: ToolCall) -> tuple[int, int]:
         return self._keys[id(call)]
 
+    def _key(self, name: str | None, arguments: Any) -> str:
+        """``_call_key``, each arguments value encoded once."""
+        if arguments is None:
+            return _call_key(name, None)
+        hit = self._canon.get(id(arguments))
+        if hit is None:
+            hit = self._canon[id(arguments)] = (arguments, _canon(arguments))
+        return f"{name}\x00{hit[1]}"
+
     def _key_of(self, call: ToolCall) -> str:
         key = self._call_keys.get(id(call))
         if key is None:
-            key = self._call_keys[id(call)] = _call_key(call.name, call.arguments)
+            key = self._call_keys[id(call)] = self._key(call.name, call.arguments)
         return key
 
     def _new(self, anchor: int, **fields: Any) -> ToolCall:
@@ -504,7 +516,7 @@ class _CallBuilder:
         id (GPT-4o does) makes two calls."""
         if not req.id:
             return None
-        key = _call_key(req.name, req.arguments)
+        key = self._key(req.name, req.arguments)
         for call in self._by_id.get(req.id, ()):
             span = self._requested_in.get(id(call))
             if span is not None and span[0] <= f.end and f.start <= span[1] and self._key_of(call) == key:
@@ -521,7 +533,7 @@ class _CallBuilder:
         return None
 
     def _history_call(self, req: ToolCallRequest, f: SpanFacts, seen: dict[str, int]) -> ToolCall:
-        key = _call_key(req.name, req.arguments)
+        key = self._key(req.name, req.arguments)
         if req.id:
             # The n-th echo of (id, name, arguments) in this input is the n-th such call.
             same_id = [c for c in self._by_id.get(req.id, ()) if self._key_of(c) == key]
@@ -593,9 +605,9 @@ class _CallBuilder:
             for c in self.calls:
                 if c.span_id is None:
                     self._free_by_name.setdefault(c.name, {})[id(c)] = c
-                    self._free_by_key.setdefault(_call_key(c.name, c.arguments), {})[id(c)] = c
+                    self._free_by_key.setdefault(self._key(c.name, c.arguments), {})[id(c)] = c
         if arguments is not None:
-            exact = self._free_by_key.get(_call_key(name, arguments))
+            exact = self._free_by_key.get(self._key(name, arguments))
             if exact:
                 return next(iter(exact.values()))
         free = self._free_by_name.get(name)
@@ -605,7 +617,7 @@ class _CallBuilder:
         if self._free_by_name is None:
             return
         self._free_by_name.get(call.name, {}).pop(id(call), None)
-        self._free_by_key.get(_call_key(call.name, call.arguments), {}).pop(id(call), None)
+        self._free_by_key.get(self._key(call.name, call.arguments), {}).pop(id(call), None)
 
     def finish(self) -> list[ToolCall]:
         """Apply results seen only in later model input, then settle errors."""

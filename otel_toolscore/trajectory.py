@@ -8,15 +8,72 @@ Python reprs or bare values, and a scorer (or a person) must be able to see what
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field, TypeAdapter
+
+_M = TypeVar("_M", bound="_Model")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Model:
+    """Plain slotted dataclasses: the readers build some forty of these per ten-span run and
+    change them while assembling; as pydantic models each cost 3-4x as much to build and 20x to
+    change (validation, a checked ``__setattr__``; ``model_construct`` is slower still). Built by our own
+    readers from values they already typed, they need no validation; pydantic comes in where a
+    trajectory crosses a boundary, through these methods (a ``TypeAdapter`` per class, built on
+    first use): JSON in (``model_validate``, ``model_validate_json``) and out (``model_dump``,
+    ``model_dump_json``, ``model_json_schema``)."""
+
+    __slots__ = ()
+    #: read by pydantic when it validates one (``model_validate``): unknown fields are errors
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    @classmethod
+    def model_validate(cls: type[_M], data: Any) -> _M:
+        """A validated instance from a dict (or an instance), as pydantic models validate."""
+        value: _M = _adapter(cls).validate_python(data)
+        return value
+
+    @classmethod
+    def model_validate_json(cls: type[_M], data: str | bytes) -> _M:
+        value: _M = _adapter(cls).validate_json(data)
+        return value
+
+    @classmethod
+    def model_construct(cls: type[_M], **values: Any) -> _M:
+        """An instance without validation: the plain constructor (kept for pydantic's name)."""
+        return cls(**values)
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]:
+        return _adapter(cls).json_schema()
+
+    def model_dump(self, **options: Any) -> dict[str, Any]:
+        """The instance as a dict (``TypeAdapter.dump_python`` options: ``mode``, ``exclude_none``, ...)."""
+        value: dict[str, Any] = _adapter(type(self)).dump_python(self, **options)
+        return value
+
+    def model_dump_json(self, **options: Any) -> str:
+        return _adapter(type(self)).dump_json(self, **options).decode()
+
+    def model_copy(self: _M, *, update: dict[str, Any] | None = None) -> _M:
+        """A shallow copy, with ``update``'s fields replaced (not validated, as in pydantic)."""
+        return dataclasses.replace(self, **(update or {}))  # type: ignore[type-var]
 
 
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:  # (two threads may build one each: equal, harmless)
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+@dataclass(slots=True)
 class ToolDefinition(_Model):
     """A tool offered to the model (or supplied by the user), with its JSON Schema."""
 
@@ -27,6 +84,7 @@ class ToolDefinition(_Model):
     replaced_by: str | None = None
 
 
+@dataclass(slots=True)
 class ToolCallRequest(_Model):
     """A tool call as the model wrote it inside a message (not yet matched to an execution)."""
 
@@ -36,6 +94,7 @@ class ToolCallRequest(_Model):
     arguments_raw: str | None = None
 
 
+@dataclass(slots=True)
 class ToolResultPart(_Model):
     """A tool result as the model received it inside a message."""
 
@@ -46,14 +105,16 @@ class ToolResultPart(_Model):
     is_error: bool = False
 
 
+@dataclass(slots=True)
 class Message(_Model):
     role: str
     content: str | None = None
-    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
-    tool_results: list[ToolResultPart] = Field(default_factory=list)
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    tool_results: list[ToolResultPart] = field(default_factory=list)
     finish_reason: str | None = None
 
 
+@dataclass(slots=True)
 class Document(_Model):
     id: str | None = None
     content: str | None = None
@@ -61,15 +122,16 @@ class Document(_Model):
     metadata: dict[str, Any] | None = None
 
 
+@dataclass(slots=True)
 class LLMCall(_Model):
     type: Literal["llm_call"] = "llm_call"
     span_id: str | None = None
     model: str | None = None
-    input_messages: list[Message] = Field(default_factory=list)
-    output_messages: list[Message] = Field(default_factory=list)
-    tool_definitions: list[ToolDefinition] = Field(default_factory=list)
+    input_messages: list[Message] = field(default_factory=list)
+    output_messages: list[Message] = field(default_factory=list)
+    tool_definitions: list[ToolDefinition] = field(default_factory=list)
     #: ids (or positional keys) of the tool calls this call's output requested, in output order
-    tool_call_ids: list[str] = Field(default_factory=list)
+    tool_call_ids: list[str] = field(default_factory=list)
     start_time: int | None = None
     end_time: int | None = None
 
@@ -79,6 +141,7 @@ class LLMCall(_Model):
         return "\n".join(texts) if texts else None
 
 
+@dataclass(slots=True)
 class ToolCall(_Model):
     """One real tool call of the run, however many places it was seen in."""
 
@@ -102,21 +165,23 @@ class ToolCall(_Model):
     #: names of the tools offered in the request that produced this call (None: not known)
     offered_tools: list[str] | None = None
     #: where the call was seen: llm_output, history, tool_span, result_message
-    sources: list[str] = Field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
     start_time: int | None = None
 
 
+@dataclass(slots=True)
 class Retrieval(_Model):
     type: Literal["retrieval"] = "retrieval"
     span_id: str | None = None
     query: str | None = None
-    documents: list[Document] = Field(default_factory=list)
+    documents: list[Document] = field(default_factory=list)
     start_time: int | None = None
 
 
 Step = Annotated[LLMCall | ToolCall | Retrieval, Field(discriminator="type")]
 
 
+@dataclass(slots=True)
 class Trajectory(_Model):
     trace_id: str
     #: the agent run span (or the local root when the trace has no agent span)
@@ -130,13 +195,13 @@ class Trajectory(_Model):
     input: str | None = None
     output: str | None = None
     system_instructions: str | None = None
-    steps: list[Step] = Field(default_factory=list)
-    tool_definitions: list[ToolDefinition] = Field(default_factory=list)
-    conventions: list[str] = Field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    tool_definitions: list[ToolDefinition] = field(default_factory=list)
+    conventions: list[str] = field(default_factory=list)
     #: ``toolscore.*`` attributes of the run span: expectations carried by the trace itself
-    expectations: dict[str, Any] = Field(default_factory=dict)
+    expectations: dict[str, Any] = field(default_factory=dict)
     #: bad parts of the input that were skipped or read leniently, as "span <id>: what"
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
     start_time: int | None = None
     end_time: int | None = None
 

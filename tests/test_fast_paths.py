@@ -90,6 +90,43 @@ def test_growing_histories_parse_as_a_full_parse_does(history: list[Any], cuts: 
         assert got == _plain(text)
 
 
+@settings(max_examples=300, deadline=None)
+@given(history=st.lists(_message, min_size=1, max_size=8), cuts=st.lists(st.integers(1, 8), min_size=1, max_size=4),
+       more=st.lists(_message, max_size=2), separators=_separators, indent=st.sampled_from([None, 1]),
+       echoed=st.booleans())
+def test_inputs_that_start_their_new_part_with_an_earlier_output_parse_as_a_full_parse_does(
+    history: list[Any], cuts: list[int], more: list[Any], separators: tuple[str, str], indent: int | None,
+    echoed: bool,
+) -> None:
+    # each model call's output, then the next call's input: the history so far, that output
+    # (echoed as it was written, or not) and maybe more turns
+    memo = p.ReadMemo()
+    done = 0
+    for cut in sorted(set(cuts)):
+        if cut >= len(history):
+            break
+        output = history[done:cut] if done else history[:cut]
+        out_text = json.dumps(output, separators=separators, indent=indent)
+        assert memo.json_list("out", out_text.strip(), _convert_messages) == _plain(out_text)
+        rest = json.dumps(output if echoed else [*output, *more], separators=separators, indent=indent)
+        in_text = json.dumps(history[:done] if done else [], separators=separators, indent=indent)
+        joined = rest if not done else in_text[:-1].rstrip() + "," + rest.strip()[1:]
+        assert memo.json_list("in", joined.strip(), _convert_messages, continues="out") == _plain(joined)
+        done = cut
+
+
+def test_an_input_that_starts_its_new_part_with_the_earlier_output_shares_its_messages() -> None:
+    first = '[{"role":"user","content":"hi"}]'
+    output = '[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}}]}]'
+    later = first[:-1] + "," + output[1:-1] + ',{"role":"tool","parts":[{"type":"tool_call_response","id":"c1"}]}]'
+    with p.shared_memo():
+        p.json_list_of(first, "in", _convert_messages, "out")
+        out = p.json_list_of(output, "out", _convert_messages)
+        got = p.json_list_of(later, "in", _convert_messages, "out")
+    assert got == _plain(later)
+    assert out is not None and got is not None and got[1] is out[0]  # read once, with the output
+
+
 @pytest.mark.parametrize("earlier, later", [
     ('[{"role":"user","content":"a"}]', '[{"role":"user","content":"a"},]'),  # trailing comma: not JSON
     ('[{"role":"user","content":"a"}]', '[{"role":"user","content":"a"}, ]'),

@@ -181,8 +181,10 @@ def _messages_in(attrs: Attributes, content: dict[str, list[Any]], key: str, fac
 
 
 def _messages(value: Any, facts: SpanFacts, attr: str) -> list[Message]:
-    # Keyed by attribute: each LLM span's input history extends the previous span's.
-    messages = p.json_list_of(value, attr, _convert_messages)
+    # Keyed by attribute: each LLM span's input history extends the previous span's, with that
+    # span's output first.
+    continues = sc.GEN_AI_OUTPUT_MESSAGES if attr == sc.GEN_AI_INPUT_MESSAGES else None
+    messages = p.json_list_of(value, attr, _convert_messages, continues)
     if messages is None:
         facts.problem(f"{attr} is not a JSON list of messages")
         return []

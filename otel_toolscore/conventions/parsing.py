@@ -17,8 +17,6 @@ from contextvars import ContextVar, Token
 from dataclasses import fields, is_dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from pydantic import BaseModel
-
 from otel_toolscore import semconv as sc
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
 
@@ -111,7 +109,7 @@ def may_hold_surrogates(value: str) -> bool:
 
 
 def clean_strings(obj: Any) -> Any:
-    """``valid_text`` on every string inside a value (lists, dicts and models in place).
+    """``valid_text`` on every string inside a value (lists, dicts and dataclasses in place).
     Values read from attributes nest at most ``MAX_DEPTH`` levels, so recursion is bounded."""
     if isinstance(obj, str):
         return valid_text(obj)
@@ -123,9 +121,6 @@ def clean_strings(obj: Any) -> Any:
         cleaned = {clean_strings(k): clean_strings(v) for k, v in obj.items()}
         obj.clear()
         obj.update(cleaned)
-    elif isinstance(obj, BaseModel):
-        for name in type(obj).model_fields:
-            setattr(obj, name, clean_strings(getattr(obj, name)))
     elif is_dataclass(obj) and not isinstance(obj, type):
         for f in fields(obj):
             setattr(obj, f.name, clean_strings(getattr(obj, f.name)))
@@ -230,8 +225,11 @@ class ReadMemo:
     Chat histories grow by appending: each LLM span's input repeats the previous span's input
     and adds the new turns. Reading a run span by span would parse and convert that history
     again for every LLM call (quadratic in the run's length); with the memo only the new tail
-    is parsed and converted. Values repeated verbatim (the tool definitions sent with every
-    request) are converted once. The converted items are shared between spans, never mutated.
+    is parsed and converted. The new turns usually begin with the previous model call's output,
+    read from that span already: an input may name the key of those outputs (``continues``), and
+    an output list found at the head of its new part is taken as read. Values repeated verbatim
+    (the tool definitions sent with every request) are converted once. The converted items are
+    shared between spans, never mutated.
     """
 
     __slots__ = ("_lists", "_values")
@@ -247,14 +245,18 @@ class ReadMemo:
             self._values[k] = convert(text)
         return self._values[k]
 
-    def json_list(self, key: str, text: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
+    def json_list(self, key: str, text: str, convert: Callable[[list[Any]], list[Any]],
+                  continues: str | None = None) -> list[Any] | None:
         """``convert(json.loads(text))`` for stripped text that starts with ``[`` and parses to a
-        JSON list, else None; an earlier list of the same key that this one extends is reused.
+        JSON list, else None; an earlier list of the same key that this one extends is reused,
+        and in what it adds, a list of key ``continues`` (converted by the same ``convert``).
 
         ``convert`` must map items one by one, so that ``convert(a + b) == convert(a) +
         convert(b)``. ``text = earlier[:-1] + "," + more`` parses to ``earlier``'s items followed
         by those of ``"[" + more`` whenever that parses to a non-empty list (the JSON grammar
-        ends every value before the comma), so the result is the one a full parse gives.
+        ends every value before the comma), so the result is the one a full parse gives; so
+        does ``"[" + other[1:-1] + "," + more``, or ``"[" + other[1:-1] + "]"``, to ``other``'s
+        items followed by those of ``"[" + more``.
         """
         seen = self._lists.setdefault(key, [])
         best: tuple[str, list[Any]] | None = None
@@ -268,12 +270,11 @@ class ReadMemo:
         if best is not None:
             rest = text[len(best[0]) - 1 :].lstrip(_JSON_WS)
             if rest[:1] == ",":
-                try:
-                    tail = json.loads("[" + rest[1:])
-                except (ValueError, RecursionError):
-                    tail = None
-                if isinstance(tail, list) and tail:
-                    items = best[1] + convert(tail)
+                added = self._continued(continues, rest[1:].lstrip(_JSON_WS), convert) if continues else None
+                if added is None:
+                    added = _converted_list("[" + rest[1:], convert)
+                if added is not None:
+                    items = best[1] + added
         if items is None:
             try:
                 parsed = json.loads(text)
@@ -290,6 +291,32 @@ class ReadMemo:
             del seen[0]
         return list(items)
 
+    def _continued(self, key: str, rest: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
+        """The items of ``"[" + rest`` when ``rest`` starts with the items of a list of ``key``
+        (latest first), else None."""
+        for prev_text, prev_items in reversed(self._lists.get(key, ())):
+            inner = prev_text[1:-1].strip(_JSON_WS)
+            if not prev_items or not inner or not rest.startswith(inner):
+                continue
+            after = rest[len(inner) :].lstrip(_JSON_WS)
+            if after == "]":
+                return list(prev_items)
+            if after[:1] == ",":
+                more = _converted_list("[" + after[1:], convert)
+                if more is not None:
+                    return prev_items + more
+        return None
+
+
+def _converted_list(text: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
+    """``convert`` of the text's JSON list when it parses to a non-empty one, else None (an
+    empty one cannot follow a comma)."""
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return convert(parsed) if isinstance(parsed, list) and parsed else None
+
 
 _memo: ContextVar[ReadMemo | None] = ContextVar("otel_toolscore_read_memo", default=None)
 
@@ -305,17 +332,19 @@ def shared_memo() -> Iterator[ReadMemo]:
         _memo.reset(token)
 
 
-def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
+def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]],
+                 continues: str | None = None) -> list[Any] | None:
     """``convert(parsed)`` when the value reads (``try_loads``) as a list, else None.
 
     Inside ``shared_memo`` a JSON text that extends an earlier one of the same ``key`` is
-    parsed and converted only in its new part (``ReadMemo.json_list``).
+    parsed and converted only in its new part, and a list of key ``continues`` that the new
+    part starts with is not converted again (``ReadMemo.json_list``).
     """
     memo = _memo.get()
     if memo is not None and isinstance(value, str):
         text = value.strip()
         if text[:1] == "[" and len(text) <= MAX_PARSE_CHARS:
-            items = memo.json_list(key, text, convert)
+            items = memo.json_list(key, text, convert, continues)
             if items is not None:
                 return items
             # not JSON: try_loads may still read it as a Python repr

@@ -44,6 +44,7 @@ from otel_toolscore.scorers._common import (
     step_positions,
     suggestions_of,
 )
+from otel_toolscore.scorers._schema_check import Check, quick_check
 from otel_toolscore.scorers.base import (
     LABEL_FAIL,
     LABEL_NO_TOOL_CALLS,
@@ -82,6 +83,8 @@ class CompiledSchema:
     validator: Validator | None
     problem: str | None = None
     accepts_empty: bool = False
+    #: True only for arguments the schema certainly accepts (``_schema_check``); None: no quick test
+    quick: Check | None = None
 
 
 _CACHE_LIMIT = 2048
@@ -122,7 +125,7 @@ def _compile(schema: dict[str, Any]) -> CompiledSchema:
         accepts_empty = not any(True for _ in validator.iter_errors({}))
     except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref: the schema is unusable
         return CompiledSchema(None, f"schema cannot be applied: {clip(str(exc))}")
-    return CompiledSchema(validator, None, accepts_empty)
+    return CompiledSchema(validator, None, accepts_empty, quick_check(schema, cls, validator.format_checker))
 
 
 def spec_from_option(name: str, value: Any) -> ToolSpec:
@@ -197,20 +200,28 @@ def find_repeated_calls(trajectory: Trajectory) -> dict[int, int]:
     error, is reported (a loop, or a blind retry). Alternating loops (A, B, A, B, …) are caught
     from their second round on, once B's result is no longer new.
     """
-    calls, call_positions, llms, llm_positions = step_positions(trajectory)
+    calls = trajectory.tool_calls
     if len(calls) < 2:
         return {}
+    # (name, arguments) of each call first: most runs repeat none, and need nothing more
+    earlier: list[int | None] = []
+    last_by_key: dict[tuple[str, str], int] = {}
+    for i, call in enumerate(calls):
+        j = None
+        if call.name:
+            key = (call.name, _arguments_key(call))
+            j = last_by_key.get(key)
+            last_by_key[key] = i
+        earlier.append(j)
+    if not any(j is not None for j in earlier):
+        return {}
+    calls, call_positions, llms, llm_positions = step_positions(trajectory)
     new_outcome = _new_outcome_flags(calls)
     user_counts = [_user_message_count(llm) for llm in llms]
 
     repeats: dict[int, int] = {}
-    last_by_key: dict[tuple[str, str], int] = {}
     for i, call in enumerate(calls):
-        if not call.name:
-            continue
-        key = (call.name, _arguments_key(call))
-        j = last_by_key.get(key)
-        last_by_key[key] = i
+        j = earlier[i]
         if j is None:
             continue
         learnt = any(
@@ -457,6 +468,8 @@ def _argument_issues(call: ToolCall, compiled: CompiledSchema | None) -> list[Is
         return [_issue_invalid_arguments(call, raw)]
     if compiled is None or compiled.validator is None:
         return []
+    if compiled.quick is not None and compiled.quick(call.arguments):
+        return []  # certainly valid: no error for the validator to find and word
     return schema_issues(compiled.validator, call.arguments)
 
 
