@@ -99,30 +99,41 @@ def _gated(name: str, attrs: Attributes | None) -> tuple[Convention, ...]:
 
 
 def _compile_stated(
-    table: Sequence[tuple[str, Mapping[str, Stated], Stated | None]],
-) -> Callable[[Attributes], Role | None]:
-    """``_STATED`` as one function of straight-line look-ups (the way ``dataclasses`` writes an
-    ``__init__``): every span the app ends with a GenAI key asks it, and a loop over the table's
-    tuples cost about as much again as the look-ups themselves."""
+    table: Sequence[tuple[str, Mapping[str, str], str | None]],
+) -> Callable[[Attributes], Any]:
+    """A table of stated roles as one function of straight-line look-ups (the way
+    ``dataclasses`` writes an ``__init__``): every span the app ends with a GenAI key asks it,
+    and a loop over the table's tuples cost about as much again as the look-ups themselves.
+    The first key present whose value the table maps (or that has a default) answers."""
     names: dict[str, Any] = {}
-    lines = ["def _stated_role(attrs):", "    get = attrs.get"]
-    for i, (key, roles, default) in enumerate(table):
-        names[f"K{i}"], names[f"R{i}"], names[f"D{i}"] = key, roles, default
+    lines = ["def _stated(attrs):", "    get = attrs.get"]
+    for i, (key, answers, default) in enumerate(table):
+        names[f"K{i}"], names[f"R{i}"], names[f"D{i}"] = key, answers, default
         lines += [
             f"    value = get(K{i})",
             "    if value is not None:",
-            f"        role = R{i}.get(value, D{i})",
-            "        if role:",
-            "            return role",  # (never "": a table states a role or nothing)
+            f"        answer = R{i}.get(value, D{i})",
+            "        if answer:",
+            "            return answer",  # (never "": a table states a role or nothing)
         ]
     lines.append("    return None")
     exec("\n".join(lines), names)  # our own table's constants, never input
-    function: Callable[[Attributes], Role | None] = names["_stated_role"]
+    function: Callable[[Attributes], Any] = names["_stated"]
     return function
 
 
+def _kind(role: Stated | None) -> str | None:
+    """What ``classify`` says of a span with this role."""
+    return None if not role else "agent" if role == "agent" else "genai"
+
+
 #: ``_stated_role(attrs)``: the role a span states outright (``_STATED``, in order), if it does
-_stated_role = _compile_stated(_STATED)
+_stated_role: Callable[[Attributes], Role | None] = _compile_stated(_STATED)
+#: the same table answering with ``classify``'s words ("agent", "genai"), for the hot path
+_stated_kind: Callable[[Attributes], str | None] = _compile_stated(
+    [(key, {value: "agent" if role == "agent" else "genai" for value, role in roles.items() if role}, _kind(default))
+     for key, roles, default in _STATED]
+)
 
 
 def _hex(value: int, width: int) -> str:
@@ -280,7 +291,13 @@ def classify(span: ReadableSpan) -> str | None:
     outright, else the conventions whose gate it passes, each asked by its ``detect`` in order.
     A span is an agent here exactly when ``read_span`` gives it the role "agent"
     (``tests/test_detection.py``)."""
-    attrs = _lookup_attributes(span)
+    try:  # (inlined _lookup_attributes: this runs for every span the app ends)
+        raw = span._attributes  # type: ignore[attr-defined]
+        attrs = raw if type(raw) is dict else raw._dict  # type: ignore[union-attr]
+        if type(attrs) is not dict:
+            attrs = span.attributes
+    except AttributeError:
+        attrs = span.attributes
     if not attrs or _GATE_KEYS.isdisjoint(attrs):
         # most spans an app ends: no convention's keys; only a name can still make it one's
         name = span.name or ""
@@ -288,9 +305,9 @@ def classify(span: ReadableSpan) -> str | None:
             return None
         gated, attrs = _NAMED_ONLY, attrs or _EMPTY
     else:
-        stated = _stated_role(attrs)
-        if stated:
-            return "agent" if stated == "agent" else "genai"
+        kind = _stated_kind(attrs)
+        if kind is not None:
+            return kind
         gated = _gated(span.name or "", attrs)
     recognised = False
     for convention in gated:
