@@ -166,6 +166,9 @@ class ToolScoreSettings(BaseSettings):
     queue_size: Size = 2_048
     #: sidecar: quiet time after a root span before scoring
     decision_wait: PositiveSeconds = 2.0
+    #: where code scorers run: "thread" (a worker thread of the app's process) or "process" (a
+    #: child process, off the app's GIL; runtime/_scoring_process.py)
+    scoring: Literal["thread", "process"] = "thread"
     #: s that shutdown() waits for scoring in flight before forwarding what is held, unscored
     shutdown_timeout: PositiveSeconds = 5.0
     #: runs being judged by LLM scorers at once; beyond it a run's LLM scoring is dropped (counted)

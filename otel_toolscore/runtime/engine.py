@@ -73,6 +73,31 @@ def apply_rules(traj: Trajectory, rules: Sequence[Rule]) -> None:
             return
 
 
+def rate_of(scorer: Scorer, settings: ToolScoreSettings) -> float:
+    """The share of traces the scorer scores."""
+    return settings.sample_rate_for(str(getattr(scorer, "name", "")))
+
+
+def score_spans(spans: Sequence[ReadableSpan], code_scorers: Sequence[Scorer],
+                settings: ToolScoreSettings) -> tuple[list[RunResult], int]:
+    """The code scores of every run in ``spans`` (sampled already, per trace): the results, and
+    how many runs were skipped as scored upstream (for the caller to count). The engine calls
+    it on its worker thread; the scoring process (``_scoring_child``) calls it in the child."""
+    results = []
+    already_scored = 0
+    for traj in build_trajectories(spans):
+        if traj.expectations.get(sc.TOOLSCORE_SCORED) is True:
+            # Scored upstream already (an app with install() that also exports to serve):
+            # counted, not scored again.
+            already_scored += 1
+            continue
+        apply_rules(traj, settings.rules)
+        trace_id = int(traj.trace_id, 16)
+        active = [s for s in code_scorers if sampled(trace_id, rate_of(s, settings))]
+        results.append(RunResult(traj, scoring.run_scorers(traj, active)))
+    return results, already_scored
+
+
 class Engine:
     def __init__(self, settings: ToolScoreSettings, scorers: Sequence[Scorer | str] | None, emitter: Emitter) -> None:
         self.settings = settings
@@ -100,36 +125,29 @@ class Engine:
                 continue
             keep = wanted.get(ctx.trace_id)
             if keep is None:
-                keep = wanted[ctx.trace_id] = self._any_sampled(ctx.trace_id)
+                keep = wanted[ctx.trace_id] = self.any_sampled(ctx.trace_id)
             if keep:
                 kept.append(span)
-        results = []
-        for traj in build_trajectories(kept):
-            if traj.expectations.get(sc.TOOLSCORE_SCORED) is True:
-                # Scored upstream already (an app with install() that also exports to serve):
-                # counted, not scored again.
-                self.count_already_scored()
-                continue
-            apply_rules(traj, self.settings.rules)
-            trace_id = int(traj.trace_id, 16)
-            active = [s for s in self.code_scorers if sampled(trace_id, self._rate(s))]
-            results.append(RunResult(traj, scoring.run_scorers(traj, active)))
+        results, already_scored = score_spans(kept, self.code_scorers, self.settings)
+        for _ in range(already_scored):
+            self.count_already_scored()
         return results
 
-    def _any_sampled(self, trace_id: int) -> bool:
-        return any(sampled(trace_id, self._rate(s)) for s in (*self.code_scorers, *self.llm_scorers))
+    def any_sampled(self, trace_id: int) -> bool:
+        """Does any scorer (code or LLM) sample this trace?"""
+        return any(sampled(trace_id, rate_of(s, self.settings)) for s in (*self.code_scorers, *self.llm_scorers))
+
+    def judged(self, trace_id: int) -> bool:
+        """Does any LLM scorer sample this trace?"""
+        return any(sampled(trace_id, rate_of(s, self.settings)) for s in self.llm_scorers)
 
     def trace_bound(self) -> int | None:
         """The bound below which a trace id (its low 64 bits) is sampled by some scorer, or None
         when every trace is: a trace kept at a lower rate is kept at every higher one, so some
         scorer samples a trace exactly when the highest rate does."""
-        rates = [self._rate(s) for s in (*self.code_scorers, *self.llm_scorers)]
+        rates = [rate_of(s, self.settings) for s in (*self.code_scorers, *self.llm_scorers)]
         top = max(rates, default=0.0)
         return None if top >= 1.0 else sample_bound(top)
-
-    def _rate(self, scorer: Scorer) -> float:
-        name = str(getattr(scorer, "name", ""))
-        return self.settings.sample_rates.get(name, self.settings.default_sample_rate)
 
     def emit(self, result: RunResult, agent_span: ReadableSpan | None) -> list[ReadableSpan]:
         """Events and metrics now; the evaluation spans (one per score) are returned for the
@@ -158,7 +176,7 @@ class Engine:
             return
         traj = result.trajectory
         trace_id = int(traj.trace_id, 16)
-        active = [s for s in self.llm_scorers if sampled(trace_id, self._rate(s))]
+        active = [s for s in self.llm_scorers if sampled(trace_id, rate_of(s, self.settings))]
         if not active:
             return
         names = [str(s.name) for s in active]

@@ -49,6 +49,8 @@ from otel_toolscore.config import TRACE_ID_LIMIT, ToolScoreSettings, load_settin
 from otel_toolscore.conventions import classify
 from otel_toolscore.ingest import copy_span
 from otel_toolscore.outputs.otel import Emitter
+from otel_toolscore.runtime._handoff import RunAnswer
+from otel_toolscore.runtime._scoring_process import MAX_BATCH, ScoringProcess
 from otel_toolscore.runtime.engine import Engine, RunResult
 from otel_toolscore.scorers.base import Scorer
 
@@ -151,6 +153,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         *,
         settings: ToolScoreSettings | None = None,
         completion: str = "open_spans",
+        scoring: str | None = None,
         meter_provider: Any = None,
         logger_provider: Any = None,
         **overrides: Any,
@@ -161,10 +164,14 @@ class ToolScoreSpanProcessor(SpanProcessor):
         # arrive ended (sidecar, replayed files); a trace is complete when its root has arrived
         # and no span came for decision_wait.
         self._quiet = completion == "quiet"
+        if scoring not in (None, "thread", "process"):
+            raise ValueError(f"scoring must be 'thread' or 'process', not {scoring!r}")
         self._downstream = downstream
         # Looked up once: the SDK calls _on_ending for every span.
         self._downstream_on_ending = getattr(downstream, "_on_ending", None)
-        self.settings = settings if settings is not None else load_settings(**overrides)
+        self.settings = settings if settings is not None else load_settings(scoring=scoring, **overrides)
+        if scoring is not None and scoring != self.settings.scoring:
+            self.settings = self.settings.model_copy(update={"scoring": scoring})
         # The hot path reads these on every span.
         self._max_spans = self.settings.max_spans_per_trace
         # every span seen of a trace is remembered (with its parent) until the trace is done
@@ -177,6 +184,11 @@ class ToolScoreSpanProcessor(SpanProcessor):
         # Sampling is decided on the trace id when a span starts: a trace no scorer samples is
         # never buffered, classified or assembled, only forwarded. None: every trace is sampled.
         self._trace_bound = self._engine.trace_bound()
+        # scoring="process": code scorers run in a child process (started with the first run),
+        # off the app's GIL; this process only emits what it answers. Scorers that cannot be
+        # sent to it fail here (ScoringProcessError), not on the first run.
+        self._remote = ScoringProcess(self.settings, self._engine.code_scorers, self._answered, self._lost) \
+            if self.settings.scoring == "process" else None
         self._emitter.observe_pending(lambda: len(self._pending))
         self.stats: Counter[str] = Counter()
         self._init_state()
@@ -229,10 +241,13 @@ class ToolScoreSpanProcessor(SpanProcessor):
             # threads, forwarding spans as they come.
             self._stopping = self._shutdown = self._closed = True
         self._engine.reinit_after_fork(start=not stopping)
+        if self._remote is not None:
+            self._remote.reinit_after_fork(start=not stopping)
 
     def _on_own_thread(self) -> bool:
         current = threading.current_thread()
-        return current is self._worker or current is self._timer
+        return current is self._worker or current is self._timer or (
+            self._remote is not None and self._remote.is_receiver(current))
 
     # --- hot path --------------------------------------------------------------------------------
 
@@ -685,6 +700,11 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 return
             if not busy_since:
                 busy_since = time.perf_counter()
+            if self._remote is not None and not self._shutdown:
+                # The item is done when its answer comes (or its child dies), not now.
+                if self._send(item):
+                    return
+                continue
             try:
                 if self._shutdown:
                     # Queued when shutdown came: what it held has left unscored already.
@@ -708,7 +728,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 busy_since = time.perf_counter()
 
     def _score(self, item: _Ready) -> None:
-        results = self._engine.score(item.spans)
+        self._apply(item, self._engine.score(item.spans))
+
+    def _apply(self, item: _Ready, results: list[RunResult]) -> None:
+        """Release the run's held spans (scored ones with their scores) and emit the rest."""
         # A list per id: a buggy exporter or a replay can give two held spans one span id, and
         # each must still leave (one scored, the other as it is), not wait out hold_timeout.
         by_id: dict[str, list[_Held]] = {}
@@ -737,6 +760,72 @@ class ToolScoreSpanProcessor(SpanProcessor):
             for evaluation in self._engine.emit(result, run_span):
                 self._forward(evaluation)
             self._engine.judge(result, run_span, self._forward_evaluation)
+
+    # --- scoring="process": the worker sends, the scoring process's receiver thread emits -------
+
+    def _send(self, first: _Ready) -> bool:
+        """Hand ``first`` and the runs queued behind it (up to MAX_BATCH) to the scoring process,
+        in one message. Each is done (``_done``) when its answer comes, or here when it is not
+        sent. True when the queue's end mark was taken."""
+        batch, stop = [first], False
+        while len(batch) < MAX_BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stop = True
+                break
+            batch.append(item)
+        runs = []
+        for item in batch:
+            try:
+                if self._engine.any_sampled(item.trace_id):
+                    runs.append((item, item.trace_id, self._engine.judged(item.trace_id), item.spans))
+                    continue
+                # sampled by no scorer: nothing to score or emit, as engine.score has it
+                self._release_all(item.held)
+            except BaseException:
+                logger.warning("otel-toolscore scoring failed", exc_info=True)
+                self._guarded(self._release_all, item.held)
+            self._done(1)
+        unsent: list[_Ready] = []
+        try:
+            unsent = self._remote.send(runs) if self._remote is not None else [r[0] for r in runs]
+        except BaseException:  # the worker must not die; the runs leave unscored
+            logger.warning("otel-toolscore: handing runs to the scoring process failed", exc_info=True)
+            unsent = [r[0] for r in runs]  # (raised before any of them was in flight)
+        if unsent:
+            self._lost(unsent, "dropped")
+        return stop
+
+    def _answered(self, item: _Ready, answer: RunAnswer) -> None:
+        """The scoring process's answer for one run (on its receiver thread)."""
+        try:
+            for _ in range(answer.already_scored):
+                self._engine.count_already_scored()
+            if answer.error is not None:
+                logger.warning("otel-toolscore scoring failed in the scoring process: %s", answer.error)
+                self._release_all(item.held)
+            else:
+                self._apply(item, answer.results)
+        except BaseException:
+            logger.warning("otel-toolscore: emitting the scoring process's answer failed", exc_info=True)
+            self._guarded(self._release_all, item.held)
+        finally:
+            self._done(1)
+
+    def _lost(self, items: list[_Ready], outcome: str) -> None:
+        """Runs the scoring process will not answer (it died with them, or they were never sent):
+        counted once per scorer, their held spans forwarded unscored."""
+        try:
+            for name in self._engine.scorer_names:
+                self._emitter.count_evaluation(name, outcome, len(items))
+            self.stats[f"runs_{outcome}"] += len(items)
+        finally:
+            for item in items:
+                self._guarded(self._release_all, item.held)
+            self._done(len(items))
 
     def _forward(self, span: ReadableSpan) -> None:
         """Hand a span to the downstream processor. Its failure (an exporter bug) must neither
@@ -785,8 +874,9 @@ class ToolScoreSpanProcessor(SpanProcessor):
             self._idle.notify_all()
 
     def _wait_idle(self, deadline: float) -> bool:
-        if threading.current_thread() is self._worker:
-            return False  # called from a scorer: the worker cannot wait for itself
+        current = threading.current_thread()
+        if current is self._worker or (self._remote is not None and self._remote.is_receiver(current)):
+            return False  # called from a scorer (or a downstream): the thread cannot wait for itself
         with self._idle:
             while self._outstanding > 0:
                 remaining = deadline - time.monotonic()
@@ -873,6 +963,12 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 # Daemon threads: one stuck in a hanging scorer cannot keep the process alive,
                 # so waiting for it is only tidiness, not worth more than a second.
                 thread.join(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+        if self._remote is not None:
+            try:
+                # in-flight answers have had their wait (above); what is left is counted dropped
+                self._remote.close(max(0.0, deadline - time.monotonic()))
+            except Exception:
+                logger.warning("otel-toolscore: stopping the scoring process failed", exc_info=True)
         try:
             self._engine.close(max(0.0, deadline - time.monotonic()))
         except Exception:

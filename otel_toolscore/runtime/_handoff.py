@@ -1,0 +1,178 @@
+"""What crosses the pipe between the processor and its scoring process (``scoring="process"``).
+
+Parent to child: completed runs, each its trace id and its spans as plain tuples (what reading
+and assembly look at, nothing else: no links, scope or trace state), the resources of a batch
+sent once. Child to parent: per run, the code scores (typed per-call results included, already
+pinned to their calls) and the few facts of the trajectory the outputs use; the whole trajectory
+only when the parent will hand it to LLM judges.
+
+Both ends are this package, on pipes private to the two processes, so the tuples travel as
+pickle (C-speed both ways). The encoding side of each direction is the hot one for its process:
+the parent's span encoding reads each span once and copies no attribute mapping (the SDK's
+plain dict inside its ``BoundedAttributes`` is pickled as it is).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
+
+from otel_toolscore.runtime.engine import RunResult
+from otel_toolscore.scorers.base import Score
+from otel_toolscore.scorers.results import CallResult, pin_to_calls
+from otel_toolscore.trajectory import Trajectory
+
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+_KINDS = tuple(SpanKind)
+_CODES = {code.value: code for code in StatusCode}
+_UNSET = Status(StatusCode.UNSET)
+_MISSING = object()
+
+# One run to score: (sequence number, trace id, send the trajectory back, span tuples).
+# One span: (name, span id, parent span id or 0, parent is remote, kind, start, end, status code,
+# status description, attributes, events, resource index); one event: (name, timestamp, attributes).
+SpanTuple = tuple[Any, ...]
+
+
+def _plain(attributes: Any) -> dict[str, Any]:
+    """The attributes as a dict pickle writes in C: the SDK's own inner dict when there is one
+    (an ended span's attributes no longer change), else a copy."""
+    if type(attributes) is dict:
+        return attributes
+    if attributes is None:
+        return {}
+    inner = getattr(attributes, "_dict", None)  # the SDK's BoundedAttributes
+    return inner if type(inner) is dict else dict(attributes)
+
+
+def _span_attributes(span: ReadableSpan) -> dict[str, Any]:
+    # ReadableSpan.attributes wraps them in a new MappingProxyType, which pickle refuses
+    attributes = getattr(span, "_attributes", _MISSING)
+    return _plain(span.attributes if attributes is _MISSING else attributes)
+
+
+def encode_runs(runs: Sequence[tuple[int, int, bool, Sequence[ReadableSpan]]]) -> bytes:
+    """One message for the child: runs as (sequence number, trace id, want trajectory, spans)."""
+    resources: list[dict[str, Any]] = []
+    resource_index: dict[int, int] = {}
+    out = []
+    for seq, trace_id, want_trajectory, spans in runs:
+        encoded = []
+        for span in spans:
+            ctx = span.context
+            parent = span.parent
+            resource = span.resource
+            index = resource_index.get(id(resource))
+            if index is None:
+                index = resource_index[id(resource)] = len(resources)
+                resources.append(_plain(resource.attributes) if resource is not None else {})
+            status = span.status or _UNSET
+            events = span.events
+            encoded.append((
+                span.name, ctx.span_id if ctx is not None else 0,
+                parent.span_id if parent is not None else 0, parent is not None and parent.is_remote,
+                span.kind.value, span.start_time, span.end_time,
+                status.status_code.value, status.description,
+                _span_attributes(span),
+                tuple((e.name, e.timestamp, _plain(e.attributes)) for e in events) if events else (),
+                index,
+            ))
+        out.append((seq, trace_id, want_trajectory, encoded))
+    return pickle.dumps((resources, out), _PROTOCOL)
+
+
+@dataclass(slots=True)
+class RunRequest:
+    seq: int
+    trace_id: int
+    want_trajectory: bool
+    spans: list[ReadableSpan]
+
+
+def decode_runs(message: bytes) -> list[RunRequest]:
+    """The child's side of ``encode_runs``: SDK spans again, for reading and assembly."""
+    raw_resources, runs = pickle.loads(message)  # our own parent, on a private pipe
+    resources = [Resource(attrs) for attrs in raw_resources]
+    out = []
+    for seq, trace_id, want_trajectory, encoded in runs:
+        spans = []
+        for (name, span_id, parent_id, parent_remote, kind, start, end, code, description, attributes,
+             events, res) in encoded:
+            spans.append(ReadableSpan(
+                name=name,
+                context=SpanContext(trace_id, span_id, False),
+                parent=SpanContext(trace_id, parent_id, parent_remote) if parent_id else None,
+                resource=resources[res],
+                attributes=attributes,
+                events=[Event(n, a, t) for n, t, a in events],
+                kind=_KINDS[kind],
+                status=Status(_CODES[code], description) if code else _UNSET,
+                start_time=start,
+                end_time=end,
+            ))
+        out.append(RunRequest(seq, trace_id, want_trajectory, spans))
+    return out
+
+
+# --- answers ------------------------------------------------------------------------------------
+
+#: the trajectory's facts the outputs read (run span, agent, which app); the rest stays in the child
+_FACTS = ("trace_id", "span_id", "agent_name", "service_name", "nested", "parent_run_span_id",
+          "start_time", "end_time")
+
+
+@dataclass(slots=True)
+class RunAnswer:
+    """The child's answer for one run request: its runs' results and how many of its runs were
+    scored upstream already, or the error that stopped it."""
+
+    results: list[RunResult]
+    already_scored: int = 0
+    error: str | None = None
+
+
+def answer_ok(seq: int, results: Sequence[RunResult], already_scored: int, want_trajectory: bool) -> tuple[Any, ...]:
+    """One run request's answer, as the child sends it (``encode_answers`` a batch of them)."""
+    runs = []
+    for result in results:
+        traj = result.trajectory
+        scores = tuple(
+            (s.name, s.value, s.label, s.explanation, s.error, tuple(pin_to_calls(s.calls, traj)))
+            for s in result.scores
+        )
+        runs.append((tuple(getattr(traj, f) for f in _FACTS), traj if want_trajectory else None, scores))
+    return (seq, already_scored, None, runs)
+
+
+def answer_failed(seq: int, error: str) -> tuple[Any, ...]:
+    return (seq, 0, error, [])
+
+
+def encode_answers(answers: Sequence[tuple[Any, ...]]) -> bytes:
+    return pickle.dumps(list(answers), _PROTOCOL)
+
+
+def decode_answers(message: bytes) -> list[tuple[int, RunAnswer]]:
+    """The parent's side: (sequence number, answer) per run request. Scores and trajectories are
+    built without validation (``model_construct``): the child built them from validated ones."""
+    out = []
+    for seq, already_scored, error, runs in pickle.loads(message):  # our own child, on a private pipe
+        results = []
+        for facts, trajectory, scores in runs:
+            traj = trajectory if trajectory is not None else Trajectory.model_construct(**dict(zip(_FACTS, facts, strict=True)))
+            results.append(RunResult(traj, [_score(*s) for s in scores]))
+        out.append((seq, RunAnswer(results, already_scored, error)))
+    return out
+
+
+def _score(name: str, value: float | None, label: str | None, explanation: str, error: str | None,
+           calls: tuple[CallResult, ...]) -> Score:
+    # No details: no output reads them (their per-call part arrives typed, as ``calls``).
+    return Score.model_construct(name=name, value=value, label=label, explanation=explanation, details={},
+                                 error=error, call_results=calls)
