@@ -9,9 +9,9 @@ child), fed over two pipes private to the pair.
 Every run sent is answered exactly once, by whichever of these pops it from ``_inflight`` first:
 its answer; the child's death (a crash, kill -9, or a child silent for ``hung_after`` with runs
 in flight, which is killed), ``on_lost(items, OUTCOME_DIED)``; ``close``, ``on_lost(items,
-"dropped")``. The next batch after a death starts a new child; a child that dies before it
-answered anything makes the next start wait (doubling, up to ``_MAX_BACKOFF_S``), so a child
-that cannot start does not cost the app a process start per run.
+"dropped")``. The next batch after a death starts a new child; a child that cannot start (it
+does not answer ``ready``) makes the next start wait (doubling, up to ``_MAX_BACKOFF_S``), so
+that it does not cost the app a process start per run.
 
 After ``os.fork()`` of the app, ``reinit_after_fork`` (in the forked copy) forgets the parent's
 child and closes the copy's ends of its pipes (left open, they would keep the child from ever
@@ -67,7 +67,6 @@ class _Child:
         self.answers = answers  # parent reads answers
         self.started = time.monotonic()
         self.last_heard = self.started
-        self.answered = False
         self.write_lock = threading.Lock()
 
     def close_ends(self) -> None:
@@ -119,6 +118,12 @@ class ScoringProcess:
         self._closed = False
         self._backoff = 0.0
         self._not_before = 0.0  # no start before this (monotonic)
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id, if one runs."""
+        child = self._child
+        return child.popen.pid if child is not None else None
 
     def is_receiver(self, thread: threading.Thread) -> bool:
         return thread in self._receivers
@@ -219,7 +224,9 @@ class ScoringProcess:
                 problem = f"no answer in {_START_TIMEOUT_S:.0f} s"
         except (OSError, EOFError) as exc:
             problem = f"it exited ({popen.poll()}): {exc}"
-        if problem is not None:
+        if problem is None:
+            self._backoff = 0.0
+        else:
             logger.error("otel-toolscore: the scoring process did not start: %s", problem)
             self._kill(child)
             child.close_ends()
@@ -257,9 +264,6 @@ class ScoringProcess:
                     continue
                 message = child.answers.recv_bytes()
                 child.last_heard = time.monotonic()
-                if not child.answered:
-                    child.answered = True
-                    self._backoff = 0.0
                 for seq, answer in _handoff.decode_answers(message):
                     with self._lock:
                         entry = self._inflight.pop(seq, None)
@@ -291,8 +295,6 @@ class ScoringProcess:
             self.stats["died"] += 1
             logger.warning("otel-toolscore: the scoring process exited (%s) with %d run(s) in flight; they leave "
                            "unscored and a new one starts with the next run", code, len(items))
-            if not child.answered:
-                self._wait_longer()
         if items:
             self._lost(items, "dropped" if closed else OUTCOME_DIED)
 

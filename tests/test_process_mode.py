@@ -1,0 +1,289 @@
+"""``scoring="process"``: code scorers in a child process, the processor's guarantees unchanged.
+
+The same fixtures, captures and real conversations as ``test_three_paths`` give the exporter the
+same spans, events and metrics in both modes; a child killed mid-run loses no span and is
+replaced; shutdown with runs in flight and a fork of the app keep every span exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+from otel_toolscore import read_otlp_json
+from otel_toolscore.config import ConfigError, load_settings
+from otel_toolscore.runtime._scoring_process import OUTCOME_DIED, ScoringProcessError
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
+from otel_toolscore.runtime.replay import replay
+from otel_toolscore.scorers.base import Score, Scorer
+from tests.support.pipeline import Pipeline, id_counts
+from tests.support.spans import weather_run
+from tests.test_three_paths import FILES
+
+# --- what reaches the exporter, without what differs from run to run (ids drawn, clocks) ---------
+
+
+def _spans(p: Pipeline) -> list[Any]:
+    out = []
+    for s in p.exported():
+        parent = s.parent.span_id if s.parent else None
+        # evaluation spans get fresh ids: keyed by what they evaluate
+        own = None if s.name.startswith("evaluation ") else s.context.span_id
+        out.append((s.context.trace_id, own, parent, s.name, sorted((s.attributes or {}).items())))
+    return sorted(out, key=repr)
+
+
+def _events(p: Pipeline) -> list[Any]:
+    out = []
+    for item in p.logs.get_finished_logs():
+        record = getattr(item, "log_record", item)
+        out.append((record.trace_id, record.span_id, record.severity_number.value, record.event_name,
+                    sorted((record.attributes or {}).items())))
+    return sorted(out, key=repr)
+
+
+def _metrics(p: Pipeline) -> list[Any]:
+    data = p.metrics.get_metrics_data()
+    out = []
+    for rm in data.resource_metrics if data else []:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                for point in m.data.data_points:
+                    value = getattr(point, "value", None)
+                    if value is None:
+                        value = (point.count, point.sum, tuple(point.bucket_counts))
+                    out.append((m.name, sorted(point.attributes.items()), value))
+    return sorted(out, key=repr)
+
+
+def _replay_all(p: Pipeline, files: list[Path]) -> None:
+    for path in files:
+        replay(read_otlp_json(path), p.processor)
+        assert p.processor.force_flush(60_000)
+
+
+def test_the_exporter_gets_the_same_from_both_modes() -> None:
+    thread, process = Pipeline(scoring="thread"), Pipeline(scoring="process")
+    for p in (thread, process):
+        _replay_all(p, FILES)
+    try:
+        assert process.processor._remote is not None and process.processor._remote.stats["started"] == 1
+        spans = _spans(thread)
+        assert sum(1 for s in spans if s[3].startswith("evaluation ")) > 100  # runs were scored
+        assert _spans(process) == spans
+        assert _events(process) == _events(thread)
+        assert _metrics(process) == _metrics(thread)
+    finally:
+        for p in (thread, process):
+            p.processor.shutdown()
+
+
+# --- scorers that take their time, importable by the child ----------------------------------------
+
+
+class Slow(Scorer):
+    """Takes ``seconds``; with a ``marker``, only the first time: it creates the file as it starts."""
+
+    name = "slow"
+    kind = "code"
+
+    def __init__(self, seconds: float, marker: str | None = None) -> None:
+        self.seconds = seconds
+        self.marker = marker
+
+    def _score(self, trajectory: Any) -> Score:
+        if self.marker is None:
+            time.sleep(self.seconds)
+        elif not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            time.sleep(self.seconds)
+        return Score(name=self.name, value=1.0, label="pass")
+
+
+def _setup(scorers: Any, **settings: Any) -> tuple[Pipeline, Any]:
+    p = Pipeline(scorers, scoring="process", **settings)
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    return p, provider.get_tracer("app")
+
+
+def _agents(p: Pipeline) -> list[ReadableSpan]:
+    return [s for s in p.exported() if s.name.startswith("invoke_agent")]
+
+
+def _outcomes(p: Pipeline) -> dict[tuple[str, str], int]:
+    return {(dict(pt.attributes)["gen_ai.evaluation.name"], dict(pt.attributes)["outcome"]): pt.value
+            for pt in p.metric_points("toolscore.evaluations")}
+
+
+def test_a_child_killed_mid_run_loses_no_span_and_is_replaced(tmp_path: Path) -> None:
+    marker = tmp_path / "scoring"
+    p, tracer = _setup([Slow(60.0, str(marker)), "tool_call_validation"], hold_timeout=60.0)
+    remote = p.processor._remote
+    assert remote is not None
+    weather_run(tracer)
+    deadline = time.monotonic() + 60
+    while not marker.exists():  # the child is scoring the run now
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    first = remote.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not _agents(p):  # released on the child's death, long before hold_timeout
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert "toolscore.scored" not in _agents(p)[0].attributes
+    assert p.processor.stats[f"runs_{OUTCOME_DIED}"] == 1 and remote.stats["died"] == 1
+    # the next run: a new child (the marker is there: no sleep), scored
+    weather_run(tracer)
+    assert p.processor.force_flush(60_000)
+    assert remote.pid not in (None, first)
+    agents = _agents(p)
+    assert len(agents) == 2 and "toolscore.slow.label" in agents[-1].attributes
+    assert max(id_counts(p.exported()).values()) == 1  # nothing twice
+    outcomes = _outcomes(p)
+    assert outcomes[("slow", OUTCOME_DIED)] == outcomes[("tool_call_validation", OUTCOME_DIED)] == 1
+    assert outcomes[("slow", "scored")] == outcomes[("tool_call_validation", "scored")] == 1
+    p.processor.shutdown()
+    assert remote.pid is None or _gone(remote.pid)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_hung_child_is_bounded_by_the_hold_and_then_replaced(tmp_path: Path) -> None:
+    p, tracer = _setup([Slow(3600.0)], hold_timeout=0.3)
+    remote = p.processor._remote
+    assert remote is not None
+    remote.hung_after = 1.0
+    t0 = time.monotonic()
+    weather_run(tracer)
+    while not _agents(p):
+        assert time.monotonic() - t0 < 30
+        time.sleep(0.01)
+    assert p.processor.stats["holds_expired"] == 1  # the hold ran out: the span left unscored
+    while p.processor.stats[f"runs_{OUTCOME_DIED}"] < 1:  # then the silent child was killed
+        assert time.monotonic() - t0 < 30
+        time.sleep(0.05)
+    assert _outcomes(p)[("slow", OUTCOME_DIED)] == 1
+    p.processor.shutdown()
+    assert len(_agents(p)) == 1
+
+
+def test_shutdown_with_runs_in_flight_forwards_everything_once() -> None:
+    p, tracer = _setup([Slow(0.25), "tool_call_validation"], hold_timeout=30.0, shutdown_timeout=1.0)
+    for _ in range(12):
+        weather_run(tracer)
+    time.sleep(0.5)  # the child has started and is scoring
+    t0 = time.monotonic()
+    p.processor.shutdown()
+    assert time.monotonic() - t0 < 1.0 + 1.0 + 5.0  # shutdown_timeout, the joins, the child's exit
+    agents = _agents(p)
+    assert len(agents) == 12
+    assert max(id_counts(p.exported()).values()) == 1
+    scored = sum("toolscore.slow.label" in s.attributes for s in agents)
+    assert 0 < scored < 12
+    outcomes = _outcomes(p)
+    # every run counted once: scored, or not scored (left unscored at shutdown)
+    assert sum(n for (name, _), n in outcomes.items() if name == "slow") == 12
+    assert outcomes[("slow", "scored")] == scored
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_fork_of_the_app_gets_its_own_scoring_process() -> None:
+    p, tracer = _setup(None)
+    weather_run(tracer)
+    assert p.processor.force_flush(60_000)
+    remote = p.processor._remote
+    assert remote is not None
+    parent_child = remote.pid
+    assert parent_child is not None
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the app's fork: no share in the parent's child or its pipes; its own when needed
+        code = 1
+        try:
+            os.close(read_end)
+            code = 3 if remote.pid is not None else 2  # the parent's child is not the fork's
+            if code == 2:
+                p.spans.clear()
+                weather_run(tracer)
+                ok = p.processor.force_flush(60_000)
+                agents = _agents(p)
+                scored = ok and len(agents) == 1 and "toolscore.tool_call_validation.label" in agents[0].attributes
+                code = 0 if scored and remote.pid not in (None, parent_child) else 4
+            os.write(write_end, str(remote.pid).encode())
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    forked_child = os.read(read_end, 64).decode()
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert forked_child != str(parent_child)
+    # the parent's child was neither shared nor stopped by the fork's exit
+    p.spans.clear()
+    weather_run(tracer)
+    assert p.processor.force_flush(60_000)
+    assert remote.pid == parent_child and remote.stats["died"] == 0
+    assert "toolscore.tool_call_validation.label" in _agents(p)[0].attributes
+    p.processor.shutdown()
+    assert _gone(parent_child) or _wait_gone(parent_child)
+
+
+def _wait_gone(pid: int) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# --- construction and settings ---------------------------------------------------------------------
+
+
+class Unpicklable(Scorer):
+    name = "unpicklable"
+    kind = "code"
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def _score(self, trajectory: Any) -> Score:
+        return Score(name=self.name, value=1.0)
+
+
+def test_a_scorer_that_cannot_cross_fails_at_construction() -> None:
+    with pytest.raises(ScoringProcessError, match="scoring='thread'"):
+        Pipeline([Unpicklable()], scoring="process")
+    Pipeline([Unpicklable()], scoring="thread").processor.shutdown()  # fine in process
+
+
+def test_the_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert load_settings().scoring == "thread"
+    monkeypatch.setenv("OTEL_TOOLSCORE_SCORING", "process")
+    assert load_settings().scoring == "process"
+    monkeypatch.delenv("OTEL_TOOLSCORE_SCORING")
+    config = tmp_path / "c.yaml"
+    config.write_text("scoring: process\n")
+    assert load_settings(config).scoring == "process"
+    with pytest.raises(ConfigError, match="scoring"):
+        load_settings(scoring="fork")
+    processor = ToolScoreSpanProcessor(Pipeline().downstream, settings=load_settings(), scoring="process")
+    assert processor.settings.scoring == "process" and processor._remote is not None
+    processor.shutdown()
+    with pytest.raises(ValueError, match="scoring"):
+        ToolScoreSpanProcessor(Pipeline().downstream, scoring="fork")
