@@ -11,9 +11,13 @@ fast as one thread can, with
   scorers, events and metrics into the providers chosen by ``--telemetry``.
 
 Each configuration runs in a fresh subprocess, alternating baseline/toolscore, ``--repeats``
-pairs; the figure is the ratio of the app thread's wall time (toolscore / baseline of the same
-pair): median and spread. The app thread never waits for scoring, but on CPython the worker
-thread that scores competes with it for the GIL, and that is what the ratio shows.
+pairs; the figures are ratios toolscore / baseline of the same pair, median and spread: the app
+thread's wall time; its CPU time (``thread_time``); and the CPU time of everything, from the
+first span to the end of the flush that waits for the last run's scores: every thread of the
+process plus, with ``--scoring process``, the scoring process (its ``/proc/<pid>/stat`` times
+over the same window). The app thread never waits for scoring, but on CPython a worker thread
+that scores competes with it for the GIL, and that is what the wall ratio shows; in process
+mode the scoring is off the app's GIL and the parent only hands runs over and emits.
 
 ``calls``: the processor's own ``on_start`` + ``on_end`` per span, timed call by call with
 ``perf_counter_ns`` around the processor, its downstream a no-op processor (so the SDK and the
@@ -22,7 +26,7 @@ timer's own cost, subtracted. *Isolated*: the worker cannot compete (the interpr
 interval is raised so the timed thread keeps the GIL; the queue is large enough to take every
 run). *Under load*: normal switch interval, the worker scoring the completed runs meanwhile.
 
-    .venv/bin/python -m benchmarks.hotpath [--quick] [--spans N] [--repeats R]
+    .venv/bin/python -m benchmarks.hotpath [--quick] [--spans N] [--repeats R] [--scoring thread|process]
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -64,6 +69,21 @@ def run_pool(n: int = POOL, span_count: int = 10) -> list[Any]:
 # --- app-thread wall time ---------------------------------------------------------------------
 
 
+def child_cpu_s(processor: Any) -> float:
+    """CPU seconds (user + system) the processor's scoring process has used so far; 0 without
+    one. Linux (/proc); read live, so the window can be the same as the parent's."""
+    remote = getattr(processor, "_remote", None)
+    pid = remote.pid if remote is not None else None
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """One measurement in this process: create and end n_spans spans, time the app thread."""
     from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
@@ -85,6 +105,7 @@ def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any
     provider.force_flush()
     gc.collect()
     emitted = 0
+    k0 = child_cpu_s(processor)
     c0, w0, p0 = time.thread_time(), time.perf_counter(), time.process_time()
     i = 0
     while emitted < n_spans:
@@ -96,11 +117,13 @@ def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any
     t_flush = time.perf_counter()
     provider.force_flush(120_000)
     flush = time.perf_counter() - t_flush
+    total_cpu = time.process_time() - p0 + child_cpu_s(processor) - k0
     stats = dict(getattr(processor, "stats", {}))
     provider.shutdown()
     warm = 50 * 10
     return {
         "config": config, "spans": emitted, "app_wall_s": wall, "app_cpu_s": cpu, "process_cpu_s": proc_cpu,
+        "total_cpu_s": total_cpu,
         "flush_s": flush, "exported": exporter.count, "expected_min": emitted + warm, "stats": stats,
     }
 
@@ -121,14 +144,20 @@ def app(n_spans: int, repeats: int, telemetry: str, overrides: dict[str, Any]) -
         for config in ("baseline", "toolscore"):
             pair[config] = _subprocess(["--_one", config, "--spans", str(n_spans), "--telemetry", telemetry,
                                         "--overrides", json.dumps(overrides)])
-        pair["ratio"] = pair["toolscore"]["app_wall_s"] / pair["baseline"]["app_wall_s"]
+        base, tool = pair["baseline"], pair["toolscore"]
+        pair["ratio"] = tool["app_wall_s"] / base["app_wall_s"]
+        pair["app_cpu_ratio"] = tool["app_cpu_s"] / base["app_cpu_s"]
+        pair["total_cpu_ratio"] = tool["total_cpu_s"] / base["total_cpu_s"]
         pairs.append(pair)
-        print(f"  pair: baseline {pair['baseline']['app_wall_s']:.2f} s, toolscore "
-              f"{pair['toolscore']['app_wall_s']:.2f} s, ratio {pair['ratio']:.2f}", file=sys.stderr)
+        print(f"  pair: baseline {base['app_wall_s']:.2f} s, toolscore {tool['app_wall_s']:.2f} s, wall ratio "
+              f"{pair['ratio']:.2f}, app-thread CPU ratio {pair['app_cpu_ratio']:.2f}, all-CPU ratio "
+              f"{pair['total_cpu_ratio']:.2f}", file=sys.stderr)
     ts = [p["toolscore"] for p in pairs]
     return {
         "spans": n_spans,
         "ratio": summary([p["ratio"] for p in pairs]),
+        "app_cpu_ratio": summary([p["app_cpu_ratio"] for p in pairs]),
+        "total_cpu_ratio": summary([p["total_cpu_ratio"] for p in pairs]),
         "baseline_us_per_span": summary([p["baseline"]["app_wall_s"] / p["baseline"]["spans"] * 1e6 for p in pairs]),
         "toolscore_us_per_span": summary([t["app_wall_s"] / t["spans"] * 1e6 for t in ts]),
         "toolscore_process_cpu_over_baseline": summary(
@@ -215,9 +244,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--telemetry", choices=("sdk", "noop"), default="sdk")
     ap.add_argument("--overrides", default="{}", help="processor settings as JSON, e.g. '{\"queue_size\": 512}'")
     ap.add_argument("--only", choices=("app", "calls"), default=None)
+    ap.add_argument("--scoring", choices=("thread", "process"), default=None,
+                    help="where the processor scores (the 'scoring' setting); default: the setting's default")
     ap.add_argument("--_one", choices=("baseline", "toolscore"), default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     overrides = json.loads(args.overrides)
+    if args.scoring:
+        overrides["scoring"] = args.scoring
     n_spans = args.spans or (50_000 if args.quick else 200_000)
     if args._one:
         out = app_once(args._one, n_spans, args.telemetry, overrides)
@@ -239,7 +272,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         out["app"] = app(n_spans, repeats, args.telemetry, overrides)
         a = out["app"]
         print(f"app thread: {n_spans} spans, toolscore/baseline wall ratio median {a['ratio']['median']:.2f} "
-              f"(min {a['ratio']['min']:.2f}, max {a['ratio']['max']:.2f}); baseline "
+              f"(min {a['ratio']['min']:.2f}, max {a['ratio']['max']:.2f}); app-thread CPU ratio median "
+              f"{a['app_cpu_ratio']['median']:.2f} (min {a['app_cpu_ratio']['min']:.2f}); all-CPU ratio median "
+              f"{a['total_cpu_ratio']['median']:.2f} (min {a['total_cpu_ratio']['min']:.2f}); baseline "
               f"{a['baseline_us_per_span']['median']:.1f} µs/span, toolscore {a['toolscore_us_per_span']['median']:.1f} "
               f"µs/span; all spans exported: {a['all_exported']}; stats {a['stats_last']}")
     emit_json(out)

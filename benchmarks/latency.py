@@ -8,7 +8,7 @@ called ``end()`` on it. Reported: p50/p90/p99/max over every run, over the runs 
 span came out scored, and the share that came out unscored (queue full, or held longer than
 ``hold_timeout``), plus the rate actually achieved by the generator.
 
-    .venv/bin/python -m benchmarks.latency [--quick] [--rates 100,1000] [--seconds S]
+    .venv/bin/python -m benchmarks.latency [--quick] [--rates 100,1000] [--seconds S] [--scoring thread|process]
 """
 
 from __future__ import annotations
@@ -123,10 +123,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--telemetry", choices=("sdk", "noop"), default="sdk")
     ap.add_argument("--overrides", default="{}", help="processor settings as JSON")
+    ap.add_argument("--scoring", choices=("thread", "process"), default=None,
+                    help="where the processor scores (the 'scoring' setting)")
     args = ap.parse_args(argv)
     import json
 
     overrides = json.loads(args.overrides)
+    if args.scoring:
+        overrides["scoring"] = args.scoring
     seconds = args.seconds or (3.0 if args.quick else 10.0)
     out: dict[str, Any] = {"benchmark": "latency", "machine": machine(),
                            "telemetry": telemetry_providers(args.telemetry)[2], "overrides": overrides,

@@ -46,7 +46,8 @@ class NullProcessor(SpanProcessor):
 
 # Older versions of the processor kept a held span's id as hex text (benchmarks.compare and
 # before/after runs import them too).
-_INT_SPAN_IDS = "format(h.span_id" in inspect.getsource(ToolScoreSpanProcessor._score)
+# (``_apply``: the part of ``_score`` that releases the held spans, once scoring="process" came)
+_INT_SPAN_IDS = "format(h.span_id" in inspect.getsource(getattr(ToolScoreSpanProcessor, "_apply", ToolScoreSpanProcessor._score))
 
 
 def ready_item(spans: Sequence[ReadableSpan]) -> _Ready:

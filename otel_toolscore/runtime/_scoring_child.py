@@ -21,8 +21,10 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from typing import Any
+
+from otel_toolscore.runtime import _handoff
+from otel_toolscore.runtime.engine import score_spans
 
 #: s; an answer waits at most this long for the rest of its batch before it is sent
 _ANSWER_WITHIN_S = 0.005
@@ -30,10 +32,9 @@ _ANSWER_WITHIN_S = 0.005
 
 def _serve(recv: Callable[[], bytes], send: Callable[[bytes], None]) -> None:
     try:
-        path, settings, code_scorers = pickle.loads(recv())  # our own parent, on a private pipe
+        path, spec = pickle.loads(recv())  # our own parent, on a private pipe
         sys.path[:] = path  # the scorers' modules import from where the app's do
-        from otel_toolscore.runtime import _handoff
-        from otel_toolscore.runtime.engine import score_spans
+        settings, code_scorers = pickle.loads(spec)
     except EOFError:
         return
     except BaseException:  # noqa: BLE001 - the parent is told why, whatever it was
@@ -68,11 +69,11 @@ def main(argv: list[str]) -> int:
     # scoring stops (shutdown closes the pipe), not the signal.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     read_fd, write_fd = int(argv[0]), int(argv[1])
-    conn_in, conn_out = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    requests, answers = _handoff.Pipe(read_fd), _handoff.Pipe(write_fd)
     # Scoring runs off the main thread, as on the processor's worker thread: a scorer raising
     # SystemExit or KeyboardInterrupt is then its error score there and here alike
     # (``scorers.run.score_one``), not the end of the process.
-    worker = threading.Thread(target=_serve, args=(conn_in.recv_bytes, conn_out.send_bytes), name="otel-toolscore-scoring", daemon=True)
+    worker = threading.Thread(target=_serve, args=(requests.recv, answers.send), name="otel-toolscore-scoring", daemon=True)
     worker.start()
     worker.join()
     return 0

@@ -30,14 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing import spawn
-from multiprocessing.connection import Connection
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore.config import ToolScoreSettings
 from otel_toolscore.runtime import _handoff
-from otel_toolscore.runtime._handoff import RunAnswer
+from otel_toolscore.runtime._handoff import Pipe, RunAnswer
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ class ScoringProcessError(ValueError):
 class _Child:
     """One child process and the parent's ends of its two pipes."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], requests: Connection, answers: Connection) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], requests: Pipe, answers: Pipe) -> None:
         self.popen = popen
         self.requests = requests  # parent writes runs
         self.answers = answers  # parent reads answers
@@ -70,11 +69,19 @@ class _Child:
         self.write_lock = threading.Lock()
 
     def close_ends(self) -> None:
-        for conn in (self.requests, self.answers):
-            try:
-                conn.close()
-            except OSError:
-                pass
+        # The request end under the write lock: the worker may be writing to it (to a dead
+        # child, that write fails at once), and a descriptor closed under a write could be
+        # reused by the app before the write.
+        with self.write_lock:
+            _close(self.requests)
+        _close(self.answers)
+
+
+def _close(pipe: Pipe) -> None:
+    try:
+        pipe.close()
+    except OSError:
+        pass
 
 
 def _spec(settings: ToolScoreSettings, code_scorers: Sequence[Any]) -> bytes:
@@ -88,8 +95,10 @@ def _spec(settings: ToolScoreSettings, code_scorers: Sequence[Any]) -> bytes:
                 f"scoring='process': scorer {cls.__qualname__} is defined in __main__, which the scoring "
                 "process does not import; define it in a module, or use scoring='thread'")
     try:
-        spec = pickle.dumps((list(sys.path), settings, list(code_scorers)), pickle.HIGHEST_PROTOCOL)
-        pickle.loads(spec)  # what a child will do with it
+        scorers = pickle.dumps((settings, list(code_scorers)), pickle.HIGHEST_PROTOCOL)
+        pickle.loads(scorers)  # what a child will do with it
+        # the path first: the child needs it to import the scorers' modules
+        spec = pickle.dumps((list(sys.path), scorers), pickle.HIGHEST_PROTOCOL)
     except Exception as exc:
         raise ScoringProcessError(
             f"scoring='process': the scorers cannot be sent to the scoring process ({type(exc).__name__}: "
@@ -144,13 +153,16 @@ class ScoringProcess:
         with self._lock:
             if self._child is not child:  # died meanwhile: its runs are lost, these were never its
                 return [run[0] for run in runs]
+            # (only the current child's runs are ever in flight: _gone takes a dead one's all)
+            if not self._inflight:  # busy from now: its silence counts from here (check_hung)
+                child.last_heard = time.monotonic()
             for seq, run in zip(seqs, runs, strict=True):
                 if seq not in refused:
                     self._inflight[seq] = (run[0], child)
         unsent = [run[0] for seq, run in zip(seqs, runs, strict=True) if seq in refused]
         try:
             with child.write_lock:
-                child.requests.send_bytes(payload)
+                child.requests.send(payload)
         except BaseException as exc:
             # What this batch put in flight comes back, unless the receiver took it already
             # (the child's death); whatever else the child had is the receiver's.
@@ -196,8 +208,8 @@ class ScoringProcess:
         """A new child, ready; None when it could not start (logged, and the next try waits)."""
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
-        requests, answers = Connection(req_w, readable=False), Connection(ans_r, writable=False)
-        child_ends = (Connection(req_r, writable=False), Connection(ans_w, readable=False))
+        requests, answers = Pipe(req_w), Pipe(ans_r)
+        child_ends = (Pipe(req_r), Pipe(ans_w))
         try:
             popen = subprocess.Popen(
                 [spawn.get_executable(), "-m", "otel_toolscore.runtime._scoring_child", str(req_r), str(ans_w)],
@@ -215,9 +227,9 @@ class ScoringProcess:
         self.stats["started"] += 1
         problem = None
         try:
-            requests.send_bytes(self._spec)
+            requests.send(self._spec)
             if answers.poll(_START_TIMEOUT_S):
-                reply = answers.recv_bytes()
+                reply = answers.recv()
                 if reply != b"ready":
                     problem = reply.decode("utf-8", "replace")
             else:
@@ -254,15 +266,11 @@ class ScoringProcess:
     # --- receiving -------------------------------------------------------------------------------
 
     def _receive(self, child: _Child) -> None:
+        # A blocking read, no poll: one system call per message (see Pipe). A hung child is
+        # found by check_hung instead.
         try:
             while True:
-                if not child.answers.poll(1.0):
-                    if self._hung(child):
-                        logger.warning("otel-toolscore: the scoring process answered nothing for %.0f s with runs "
-                                       "in flight: restarting it", self.hung_after)
-                        self._kill(child)
-                    continue
-                message = child.answers.recv_bytes()
+                message = child.answers.recv()
                 child.last_heard = time.monotonic()
                 for seq, answer in _handoff.decode_answers(message):
                     with self._lock:
@@ -276,10 +284,16 @@ class ScoringProcess:
             self._kill(child)
         self._gone(child)
 
-    def _hung(self, child: _Child) -> bool:
-        with self._lock:
-            busy = any(c is child for _, c in self._inflight.values())
-        return busy and time.monotonic() - child.last_heard > self.hung_after
+    def check_hung(self) -> None:
+        """Kill a child that has had runs in flight and said nothing for ``hung_after`` (its
+        receiver then counts its runs lost). The processor's timer calls this as it wakes."""
+        child = self._child
+        if child is None or time.monotonic() - child.last_heard <= self.hung_after:
+            return
+        if self._inflight:
+            logger.warning("otel-toolscore: the scoring process answered nothing for %.0f s with runs in flight: "
+                           "restarting it", self.hung_after)
+            self._kill(child)
 
     def _gone(self, child: _Child) -> None:
         """The child's pipe is closed: it exited, died or was killed. Its runs are lost."""

@@ -63,6 +63,8 @@ _HOLD_SLACK_S = 0.005
 _YIELD_AFTER_S = 0.002
 #: s; the longest a drop or eviction counted on an app thread waits to reach the metrics
 _TALLY_FLUSH_S = 1.0
+#: s; scoring="process": the worker sends at most one batch this often (unless a batch is full)
+_SEND_EVERY_S = 0.005
 _UNKNOWN = object()
 
 
@@ -222,6 +224,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._outstanding_lock = threading.Lock()
         self._idle = threading.Condition(threading.Lock())
         self._stopping = False  # shutdown() has begun: a second call returns at once
+        self._sent_at = 0.0  # scoring="process": when the worker last sent a batch
         self._shutdown = False  # nothing more is held or scored; spans are only forwarded
         self._closed = False  # the downstream is shut down (or being shut down)
         self._worker = threading.Thread(target=self._work, name="otel-toolscore-worker", daemon=True)
@@ -605,6 +608,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _tick(self) -> bool:
         """One round of the timer; False once shut down with nothing left to time."""
+        if self._remote is not None:
+            self._guarded(self._remote.check_hung)  # (the timer wakes at least once a second)
         holds = self._holds
         slack = self._hold_slack
         due: list[tuple[str, Any]] = []
@@ -767,6 +772,12 @@ class ToolScoreSpanProcessor(SpanProcessor):
         """Hand ``first`` and the runs queued behind it (up to MAX_BATCH) to the scoring process,
         in one message. Each is done (``_done``) when its answer comes, or here when it is not
         sent. True when the queue's end mark was taken."""
+        # Every wake-up of the worker (and every system call) takes the GIL back from the app's
+        # thread: one send per _SEND_EVERY_S, the runs completed meanwhile together, costs the
+        # app far less than one per run, and a run no more than those few ms.
+        wait = self._sent_at + _SEND_EVERY_S - time.monotonic()
+        if wait > 0 and self._queue.qsize() < MAX_BATCH - 1 and not self._stopping:
+            time.sleep(wait)
         batch, stop = [first], False
         while len(batch) < MAX_BATCH:
             try:
@@ -790,6 +801,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 self._guarded(self._release_all, item.held)
             self._done(1)
         unsent: list[_Ready] = []
+        self._sent_at = time.monotonic()
         try:
             unsent = self._remote.send(runs) if self._remote is not None else [r[0] for r in runs]
         except BaseException:  # the worker must not die; the runs leave unscored
