@@ -287,3 +287,20 @@ def test_the_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     processor.shutdown()
     with pytest.raises(ValueError, match="scoring"):
         ToolScoreSpanProcessor(Pipeline().downstream, scoring="fork")
+
+
+def test_llm_judges_stay_in_the_app_and_get_the_whole_trajectory() -> None:
+    from tests.test_processor import AsyncJudge
+
+    judge = AsyncJudge(delay=0.05)  # not sent to the child: judges wait on the network, not the GIL
+    p, tracer = _setup(["tool_call_validation", judge])
+    weather_run(tracer)
+    assert p.processor.force_flush(60_000)
+    agent = _agents(p)[0]
+    assert "toolscore.tool_call_validation.label" in agent.attributes
+    assert judge.calls == 1
+    records = [r.log_record for r in p.logs.get_finished_logs()]
+    judged = [r for r in records if r.attributes.get("gen_ai.evaluation.name") == "judge"]
+    # the explanation counts the run's tool calls: the trajectory came back whole for the judge
+    assert judged and judged[0].attributes["gen_ai.evaluation.explanation"] == "1 calls"
+    p.processor.shutdown()
