@@ -84,8 +84,10 @@ def child_cpu_s(processor: Any) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """One measurement in this process: create and end n_spans spans, time the app thread."""
+def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any],
+             rate: float | None = None) -> dict[str, Any]:
+    """One measurement in this process: create and end n_spans spans, time the app thread; as
+    fast as it can, or ``rate`` runs per second (an app at a steady load, which scoring keeps up with)."""
     from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
     pool = run_pool()
@@ -109,6 +111,10 @@ def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any
     c0, w0, p0 = time.thread_time(), time.perf_counter(), time.process_time()
     i = 0
     while emitted < n_spans:
+        if rate:
+            wait = w0 + i / rate - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
         emitted += emit_run(tracer, pool[i % len(pool)])
         i += 1
     wall = time.perf_counter() - w0
@@ -137,13 +143,14 @@ def _subprocess(args: list[str]) -> dict[str, Any]:
     raise RuntimeError(f"benchmark subprocess failed:\n{out.stdout}\n{out.stderr}")
 
 
-def app(n_spans: int, repeats: int, telemetry: str, overrides: dict[str, Any]) -> dict[str, Any]:
+def app(n_spans: int, repeats: int, telemetry: str, overrides: dict[str, Any],
+        rate: float | None = None) -> dict[str, Any]:
     pairs = []
     for _ in range(repeats):
         pair = {}
         for config in ("baseline", "toolscore"):
             pair[config] = _subprocess(["--_one", config, "--spans", str(n_spans), "--telemetry", telemetry,
-                                        "--overrides", json.dumps(overrides)])
+                                        "--overrides", json.dumps(overrides), *(["--rate", str(rate)] if rate else [])])
         base, tool = pair["baseline"], pair["toolscore"]
         pair["ratio"] = tool["app_wall_s"] / base["app_wall_s"]
         pair["app_cpu_ratio"] = tool["app_cpu_s"] / base["app_cpu_s"]
@@ -155,6 +162,7 @@ def app(n_spans: int, repeats: int, telemetry: str, overrides: dict[str, Any]) -
     ts = [p["toolscore"] for p in pairs]
     return {
         "spans": n_spans,
+        "rate_runs_per_s": rate,
         "ratio": summary([p["ratio"] for p in pairs]),
         "app_cpu_ratio": summary([p["app_cpu_ratio"] for p in pairs]),
         "total_cpu_ratio": summary([p["total_cpu_ratio"] for p in pairs]),
@@ -246,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--only", choices=("app", "calls"), default=None)
     ap.add_argument("--scoring", choices=("thread", "process"), default=None,
                     help="where the processor scores (the 'scoring' setting); default: the setting's default")
+    ap.add_argument("--rate", type=float, default=None,
+                    help="app: runs per second instead of as fast as the thread can (the wall ratio then says little)")
     ap.add_argument("--_one", choices=("baseline", "toolscore"), default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     overrides = json.loads(args.overrides)
@@ -253,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         overrides["scoring"] = args.scoring
     n_spans = args.spans or (50_000 if args.quick else 200_000)
     if args._one:
-        out = app_once(args._one, n_spans, args.telemetry, overrides)
+        out = app_once(args._one, n_spans, args.telemetry, overrides, args.rate)
         emit_json(out)
         return out
     repeats = args.repeats or (3 if args.quick else 5)
@@ -269,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                   f"(p99 {c['own_p99_us']:.2f} µs; agent span {c['own_agent_median_us']:.2f} µs; "
                   f"timer overhead {c['timer_and_call_overhead_ns']:.0f} ns subtracted)")
     if args.only in (None, "app"):
-        out["app"] = app(n_spans, repeats, args.telemetry, overrides)
+        out["app"] = app(n_spans, repeats, args.telemetry, overrides, args.rate)
         a = out["app"]
         print(f"app thread: {n_spans} spans, toolscore/baseline wall ratio median {a['ratio']['median']:.2f} "
               f"(min {a['ratio']['min']:.2f}, max {a['ratio']['max']:.2f}); app-thread CPU ratio median "
