@@ -7,12 +7,19 @@ conventions → assemble → the three code scorers → score attributes on a co
 no-op span processor. Rates are per CPU second of the scoring thread (so per core) and per wall
 second.
 
+``--scoring process`` times the same job split the way ``scoring="process"`` splits it, each
+side on the calling thread (no pipe, no second process, so the figures are per-run CPU, not
+contention): the app's side (the worker encoding the run, the receiver decoding the answer and
+emitting: what stays on the app's GIL) and the child's side (decoding the run, reading,
+assembling, scoring, encoding the answer). ``runs_per_cpu_s`` is then the child's rate and
+``app_side_us_per_run`` the app's share.
+
 Synthetic runs are all distinct (each has its own seed: ids, values and answers differ), so the
 scorers' text caches are as cold as with real traffic. The fixture set (every recorded trace in
 ``../shared/fixtures/traces`` and ``tests/conformance/captures``) is cycled, so its text caches
 are warm after the first pass.
 
-    .venv/bin/python -m benchmarks.throughput [--quick]
+    .venv/bin/python -m benchmarks.throughput [--quick] [--scoring thread|process]
 """
 
 from __future__ import annotations
@@ -72,6 +79,29 @@ def time_scoring(proc: ToolScoreSpanProcessor, items: Sequence[_Ready]) -> tuple
     return time.thread_time() - c0, time.perf_counter() - w0
 
 
+def time_split(proc: ToolScoreSpanProcessor, items: Sequence[_Ready]) -> tuple[float, float]:
+    """scoring="process", both sides here: (child CPU seconds, app-side CPU seconds) for every item."""
+    from otel_toolscore.runtime import _handoff
+    from otel_toolscore.runtime.engine import score_spans
+
+    code, settings = proc._engine.code_scorers, proc.settings
+    gc.collect()
+    app = child = 0.0
+    for seq, item in enumerate(items):
+        t0 = time.thread_time()
+        request = _handoff.encode_runs([(seq, item.trace_id, False, item.spans)])
+        t1 = time.thread_time()
+        run = _handoff.decode_runs(request)[0]
+        results, already = score_spans(run.spans, code, settings)
+        answer = _handoff.encode_answers([_handoff.answer_ok(run.seq, results, already, False)])
+        t2 = time.thread_time()
+        proc._apply(item, _handoff.decode_answers(answer)[0][1].results)
+        t3 = time.thread_time()
+        app += (t1 - t0) + (t3 - t2)
+        child += t2 - t1
+    return child, app
+
+
 def baseline_seconds(runs: Sequence[Sequence[ReadableSpan]]) -> float:
     """Machine-speed reference measured beside each figure: json.loads of every JSON attribute
     of the runs (CPU seconds). Scoring cost / this = a machine-independent ratio."""
@@ -102,7 +132,7 @@ def floor_seconds(floor: Floor, runs: Sequence[Sequence[ReadableSpan]]) -> float
 
 
 def measure(name: str, make_runs: Callable[[int], list[list[ReadableSpan]]], repeats: int,
-            telemetry: str, with_floor: bool = False) -> dict[str, Any]:
+            telemetry: str, with_floor: bool = False, scoring: str = "thread") -> dict[str, Any]:
     """``make_runs(r)``: the runs of repeat r (fresh ones each time, so that no repeat finds
     the text caches warm from an earlier one, unless the workload itself repeats). With
     ``with_floor``, the floor scores the same runs beside the job, in the same repeat."""
@@ -114,7 +144,7 @@ def measure(name: str, make_runs: Callable[[int], list[list[ReadableSpan]]], rep
     if with_floor:
         floor_seconds(floor, warm[: max(1, len(warm) // 10)])
     floor_ratios: list[float] = []
-    cpu_rates, wall_rates, ratios = [], [], []
+    cpu_rates, wall_rates, ratios, app_side = [], [], [], []
     n_runs, spans_per_run = 0, 0.0
     for r in range(repeats):
         runs = make_runs(r)
@@ -123,7 +153,12 @@ def measure(name: str, make_runs: Callable[[int], list[list[ReadableSpan]]], rep
         base = baseline_seconds(runs)
         if with_floor and r % 2:  # alternate who goes first
             floor_cpu = floor_seconds(floor, runs)
-        cpu, wall = time_scoring(proc, items)
+        if scoring == "process":
+            cpu, app_cpu = time_split(proc, items)
+            wall = cpu + app_cpu  # (no wall figure of its own: both sides ran here, one after the other)
+            app_side.append(app_cpu / len(items) * 1e6)
+        else:
+            cpu, wall = time_scoring(proc, items)
         if with_floor and not r % 2:
             floor_cpu = floor_seconds(floor, runs)
         if with_floor:
@@ -144,6 +179,7 @@ def measure(name: str, make_runs: Callable[[int], list[list[ReadableSpan]]], rep
         "us_per_span": 1e6 / cpu_s["median"] / spans_per_run,
         "cost_over_json_loads": summary(ratios),
         **({"cost_over_floor": summary(floor_ratios)} if with_floor else {}),
+        **({"app_side_us_per_run": summary(app_side)} if app_side else {}),
     }
 
 
@@ -157,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--telemetry", choices=("sdk", "noop"), default="sdk")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--scoring", choices=("thread", "process"), default="thread",
+                    help="process: the per-run CPU of each side of scoring='process' (runs/s/core: the child's)")
     args = ap.parse_args(argv)
     repeats = args.repeats or (3 if args.quick else 5)
     budget_spans = 4_000 if args.quick else 20_000  # spans per repeat, per size
@@ -164,19 +202,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     fixtures = [spans for _, spans in fixture_runs()]
     cycles = 1 if args.quick else 4
     results.append(measure(f"fixtures ({len(fixtures)} recorded traces, cycled)",
-                           lambda r: fixtures * cycles, repeats, args.telemetry))
+                           lambda r: fixtures * cycles, repeats, args.telemetry, scoring=args.scoring))
     for n in (int(x) for x in args.sizes.split(",")):
         count = max(4, budget_spans // n)
         results.append(measure(f"synthetic {n}-span runs", lambda r, n=n, count=count: synthetic(n, count, seed0=(r + 1) * 1_000_000),
-                               repeats, args.telemetry, with_floor=True))
-    out = {"benchmark": "throughput", "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
+                               repeats, args.telemetry, with_floor=True, scoring=args.scoring))
+    out = {"benchmark": "throughput", "scoring": args.scoring, "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
            "repeats": repeats, "results": results}
     for r in results:
         c = r["runs_per_cpu_s"]
         print(f"{r['workload']:44s} {c['median']:9.1f} runs/s/core (min {c['min']:.1f}, max {c['max']:.1f})"
               f"  {r['us_per_run']:9.1f} µs/run  {r['us_per_span']:6.1f} µs/span"
               f"  cost/json.loads {r['cost_over_json_loads']['median']:.1f}"
-              + (f"  cost/floor {r['cost_over_floor']['median']:.2f}" if "cost_over_floor" in r else ""))
+              + (f"  cost/floor {r['cost_over_floor']['median']:.2f}" if "cost_over_floor" in r else "")
+              + (f"  app side {r['app_side_us_per_run']['median']:.0f} µs/run" if "app_side_us_per_run" in r else ""))
     emit_json(out)
     return out
 
