@@ -304,3 +304,16 @@ def test_llm_judges_stay_in_the_app_and_get_the_whole_trajectory() -> None:
     # the explanation counts the run's tool calls: the trajectory came back whole for the judge
     assert judged and judged[0].attributes["gen_ai.evaluation.explanation"] == "1 calls"
     p.processor.shutdown()
+
+
+def test_install_takes_the_setting() -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_toolscore import install
+
+    p = Pipeline()
+    processor = install(TracerProvider(), span_exporter=InMemorySpanExporter(), meter_provider=p.meter_provider,
+                        logger_provider=p.logger_provider, set_global=False, scoring="process")
+    assert processor is not None and processor.settings.scoring == "process" and processor._remote is not None
+    processor.shutdown()
+    p.processor.shutdown()
