@@ -186,7 +186,10 @@ def test_shutdown_with_runs_in_flight_forwards_everything_once() -> None:
     p, tracer = _setup([Slow(0.25), "tool_call_validation"], hold_timeout=30.0, shutdown_timeout=1.0)
     for _ in range(12):
         weather_run(tracer)
-    time.sleep(0.5)  # the child has started and is scoring
+    deadline = time.monotonic() + 60
+    while not any("toolscore.slow.label" in s.attributes for s in _agents(p)):  # the child is scoring
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     t0 = time.monotonic()
     p.processor.shutdown()
     assert time.monotonic() - t0 < 1.0 + 1.0 + 5.0  # shutdown_timeout, the joins, the child's exit

@@ -340,11 +340,11 @@ class ScoringProcess:
     def close(self, timeout_s: float) -> None:
         """Stop the child: it finishes the batch it is scoring, sees its pipe closed and exits;
         killed at ``timeout_s``. Runs still in flight then go to ``on_lost(…, "dropped")``."""
+        deadline = time.monotonic() + max(timeout_s, 0.0)
         with self._lock:
             self._closed = True
             child = self._child
         if child is not None:
-            deadline = time.monotonic() + max(timeout_s, 0.0)
             # A worker blocked writing to a stuck child holds the write lock: killing the child
             # ends that write (the pipe breaks) before the descriptor is closed under it.
             if not child.write_lock.acquire(timeout=max(timeout_s, 0.0)):
@@ -360,8 +360,9 @@ class ScoringProcess:
                 self._kill(child)
         for receiver in self._receivers:
             if receiver is not threading.current_thread():
-                receiver.join(timeout=max(1.0, timeout_s))
-        with self._lock:  # what no receiver took (none was running)
+                # it takes the runs the child had as it sees the pipe close; not worth more than a second
+                receiver.join(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+        with self._lock:  # what no receiver took (none running, or one still busy)
             items = [item for item, _ in self._inflight.values()]
             self._inflight.clear()
         if items:
@@ -374,5 +375,7 @@ class ScoringProcess:
         self._closed = not start
         if inherited is not None:
             # Closing the copy's descriptors leaves the parent's open; the process is not ours
-            # to wait for or kill.
-            inherited.close_ends()
+            # to wait for or kill. Not under its write lock: a thread of the parent may have
+            # held it at the fork, and no other thread runs here.
+            _close(inherited.requests)
+            _close(inherited.answers)
