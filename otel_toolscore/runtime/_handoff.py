@@ -225,8 +225,8 @@ def encode_answers(answers: Sequence[tuple[Any, ...]]) -> bytes:
 
 
 def decode_answers(message: bytes) -> list[tuple[int, RunAnswer]]:
-    """The parent's side: (sequence number, answer) per run request. Scores and trajectories are
-    built without validation (``model_construct``): the child built them from validated ones."""
+    """The parent's side: (sequence number, answer) per run request. Scores are built without
+    validation (``model_construct``): the child built them from validated ones."""
     out = []
     for seq, already_scored, error, runs in pickle.loads(message):  # our own child, on a private pipe
         results = []
@@ -238,17 +238,8 @@ def decode_answers(message: bytes) -> list[tuple[int, RunAnswer]]:
 
 
 def _facts_only(facts: tuple[Any, ...]) -> Trajectory:
-    """A trajectory with the facts the outputs read, its step lists empty. Every field is given:
-    pydantic's ``model_construct`` looks up how to call each default factory (an
-    ``inspect.signature`` per field, ~90 µs a trajectory) for fields left out."""
-    fields: dict[str, Any] = {name: type(value)() if isinstance(value, (list, dict)) else value for name, value in _BLANK.items()}
-    fields.update(zip(_FACTS, facts, strict=True))
-    return Trajectory.model_construct(**fields)
-
-
-_BLANK: dict[str, Any] = {
-    name: info.get_default(call_default_factory=True) for name, info in Trajectory.model_fields.items() if name not in _FACTS
-}
+    """A trajectory with the facts the outputs read, its step lists empty."""
+    return Trajectory(**dict(zip(_FACTS, facts, strict=True)))
 
 
 def _score(name: str, value: float | None, label: str | None, explanation: str, error: str | None,
