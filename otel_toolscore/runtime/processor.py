@@ -257,8 +257,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         evicted: _TraceBuffer | None = None
         try:
+            # A SpanContext is a tuple (trace_id, span_id, is_remote, ...) whose named
+            # properties are Python calls; indexing it is not (the hot path reads five per span).
             ctx = span.context
-            trace_id = ctx.trace_id
+            trace_id = ctx[0]
             bound = self._trace_bound
             if bound is None or trace_id & TRACE_ID_LIMIT < bound:  # (else: only forwarded)
                 with self._lock:
@@ -270,7 +272,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                             # The live span is kept while open: its parent, and whether it is an
                             # agent, are read from it only when a walk up the tree needs them (not
                             # here, on every span's start).
-                            span_id = ctx.span_id
+                            span_id = ctx[1]
                             buf.open_ids[span_id] = span
                             if buf.runs:
                                 # A child starting late under a run that has ended: the run waits for it
@@ -301,7 +303,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         evicted: _TraceBuffer | None = None
         try:
             ctx = span.context
-            trace_id = ctx.trace_id
+            trace_id, span_id = ctx[0], ctx[1]  # (trace_id, span_id: see on_start)
             bound = self._trace_bound
             if bound is not None and trace_id & TRACE_ID_LIMIT >= bound:
                 # not sampled: never buffered (see on_start), only forwarded
@@ -311,7 +313,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
             kind = classify(span)
             agent = kind == "agent"
             now = time.monotonic() if agent or self._quiet else 0.0
-            held = _Held(span, ctx.span_id, now + self._hold_timeout) if agent else None
+            held = _Held(span, span_id, now + self._hold_timeout) if agent else None
             with self._lock:
                 buf = self._pending.get(trace_id) if not self._shutdown else None
                 if buf is None and self._quiet and not self._shutdown:
@@ -320,7 +322,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                     if self._quiet:
                         hold, evicted = self._add_quiet(trace_id, buf, span, kind, held, now)
                     else:
-                        hold, evicted, ready = self._add_live(trace_id, ctx.span_id, buf, span, kind, held, now)
+                        hold, evicted, ready = self._add_live(trace_id, span_id, buf, span, kind, held, now)
         except Exception:  # nothing may raise into the app
             # A span already held sits in its buffer with a deadline: the timer releases it.
             logger.debug("otel-toolscore on_end failed", exc_info=True)
@@ -362,12 +364,12 @@ class ToolScoreSpanProcessor(SpanProcessor):
         ready: list[_Ready] = []
         was_open = buf.open_ids.pop(span_id, None) is not None
         parent = span.parent
-        if parent is None or parent.is_remote:
+        if parent is None or parent[2]:  # (is_remote)
             buf.root_ended = True
             buf.parents[span_id] = None
             is_root = True
         else:
-            buf.parents[span_id] = parent.span_id
+            buf.parents[span_id] = parent[1]  # (span_id)
             is_root = False
         if held is not None:
             buf.agents.add(span_id)
