@@ -96,7 +96,7 @@ class Sources:
         self._numbers: set[float] = set()
         #: a string leaf's fact kinds and amounts, by its text (the same value recurs in the
         #: history of every request)
-        self._leaf_facts: dict[str, tuple[frozenset[Kind], tuple[float, ...]]] = {}
+        self._leaf_facts: dict[str, tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]] = {}
         #: ``verdict`` of each fact asked about
         self._verdicts: dict[Fact, tuple[bool, bool]] = {}
 
@@ -140,11 +140,14 @@ class Sources:
         sources.complete = sources.complete and not sources.index.texts_cut
         return sources
 
-    def add_text(self, text: str | None) -> None:
+    def add_text(self, text: str | None, facts: tuple[Fact, ...] | None = None) -> None:
+        """A source text (``facts``: its facts, when already known). Its facts are indexed when
+        a look-up first needs them: the answer states a few facts, and most are found in the
+        first sources asked (``FactIndex.contains``), so most texts are never read for facts."""
         if not text or text in self._texts:
             return
         self._texts.add(text)
-        self.index.add_text(text)
+        self.index.add_text(text, lazily=True, facts=facts)
         examined = text if len(text) <= MAX_TEXT else text[:MAX_TEXT]
         self._digit_runs.update(_DIGIT_RUN.findall(examined))
         if not self._overnight and "+1" in examined and _NEXT_DAY.search(examined):
@@ -160,8 +163,8 @@ class Sources:
             if key is not None:
                 self.add_text(key)  # lenient: a date or a name can be a key
             if isinstance(leaf, str):
-                self.add_text(leaf)
-                kinds, amounts = self._leaf(leaf)
+                facts, kinds, amounts = self._leaf(leaf)
+                self.add_text(leaf, facts)
                 self.result_kinds.update(kinds)
                 if own:
                     self.own_kinds.update(kinds)
@@ -181,15 +184,15 @@ class Sources:
         if isinstance(value, (dict, list)):
             self._add_column_totals(value, own)
 
-    def _leaf(self, leaf: str) -> tuple[frozenset[Kind], tuple[float, ...]]:
-        """A string leaf's fact kinds, and the amounts written in it ("total price is 375" adds up
-        like a JSON number)."""
+    def _leaf(self, leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
+        """A string leaf's facts, their kinds, and the amounts written in it ("total price is 375"
+        adds up like a JSON number)."""
         known = self._leaf_facts.get(leaf)
         if known is None:
             facts = facts_of(leaf) if leaf else ()
             amounts = tuple(fact.value for fact in facts if fact.kind in ("money", "number")
                             and fact.unit in _AMOUNT_UNITS and not fact.minor)
-            known = self._leaf_facts[leaf] = (kinds_of(facts), amounts)
+            known = self._leaf_facts[leaf] = (facts, kinds_of(facts), amounts)
         return known
 
     def _add_column_totals(self, value: Any, own: bool, depth: int = 0) -> None:
