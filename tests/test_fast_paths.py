@@ -265,6 +265,70 @@ def test_claim_patterns_on_fixture_texts(path: Path) -> None:
                     assert bool(tr._FAILURE_RE.search(text)) == bool(claims_oracle.FAILURE_RE.search(text))
 
 
+# --- grounding: source facts indexed when first needed ------------------------------------------
+
+
+class _EagerIndex(_facts.FactIndex):
+    """The full index, every text's facts indexed when added: the oracle of the lazy one."""
+
+    def add_text(self, text: str, *, lazily: bool = False, facts: tuple[_facts.Fact, ...] | None = None) -> None:
+        super().add_text(text, facts=facts)
+
+
+_FACT_TEXT = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
+# facts to look up: what texts state, and numbers near what they state (roundings, signs, units)
+_QUERIES = st.lists(st.one_of(
+    _FACT_TEXT.map(lambda t: _facts.extract_facts.__wrapped__(t)),
+    st.floats(-3000, 3000, allow_nan=False).map(lambda v: (_facts.number_fact(round(v, 1)),)),
+), max_size=6).map(lambda groups: [f for group in groups for f in group])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.tuples(_FACT_TEXT, st.booleans(), st.booleans()), max_size=8), _QUERIES, _QUERIES)
+def test_a_lazy_fact_index_answers_as_the_full_index(texts: list[tuple[str, bool, bool]], first: list[Any],
+                                                     then: list[Any]) -> None:
+    lazy, full = _facts.FactIndex(), _EagerIndex()
+    for text, lazily, known in texts:
+        facts = _facts.facts_of(text) if known else None
+        lazy.add_text(text, lazily=lazily, facts=facts)
+        full.add_text(text, facts=facts)
+    # asked in turns, as the scorer asks: what a look-up indexed stays indexed for the next
+    for queries in (first, then):
+        for fact in queries:
+            assert lazy.contains(fact) == full.contains(fact), fact
+            assert lazy.contains(fact, rounded_here=True) == full.contains(fact, rounded_here=True), fact
+    assert lazy.kinds == full.kinds
+
+
+@pytest.mark.parametrize("path", TRACE_FILES, ids=paths.trace_id)
+@pytest.mark.parametrize("cross_turn", [False, True])
+def test_lazy_sources_give_the_full_index_verdicts(path: Path, cross_turn: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_toolscore import build_trajectories
+    from otel_toolscore.scorers import _grounding
+
+    scorer = tr.ToolResultVerification(cross_turn=cross_turn)
+    for trajectory in build_trajectories(read_otlp_json(path)):
+        lazy = _verdicts(trajectory, scorer)
+        monkeypatch.setattr(_grounding, "FactIndex", _EagerIndex)
+        assert lazy == _verdicts(trajectory, scorer)
+        monkeypatch.undo()
+
+
+def _verdicts(trajectory: Any, scorer: tr.ToolResultVerification) -> Any:
+    """Every fact of the run's texts, as the run's sources judge it, and the whole score."""
+    from otel_toolscore.scorers import _grounding
+
+    calls = trajectory.tool_calls
+    results = [tr.structured_result(call) for call in calls]
+    sources = _grounding.Sources.of(trajectory, calls, [value for value, _ in results], [True] * len(calls))
+    texts = [trajectory.output or "", trajectory.input or "", *(c.result_raw or "" for c in calls)]
+    facts = [fact for text in texts for fact in _facts.facts_of(text)]
+    score = scorer.score(trajectory)
+    return ([(fact, sources.verdict(fact), sources.supports(fact)) for fact in facts], sources.complete,
+            sources.amounts_cut, score.value, score.label, score.explanation, json.dumps(score.details, default=repr))
+
+
 # --- engine: unsampled traces are not read ----------------------------------------------------------
 
 
