@@ -34,7 +34,7 @@ from otel_toolscore import read_otlp_json
 from otel_toolscore.conventions import classify, read_span, read_trace
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.genai import _convert_messages
-from otel_toolscore.scorers import _facts
+from otel_toolscore.scorers import _facts, _grounding
 from otel_toolscore.scorers import tool_results as tr
 from otel_toolscore.scorers.base import Score, Scorer
 from tests.support import claims_oracle, paths
@@ -327,6 +327,69 @@ def _verdicts(trajectory: Any, scorer: tr.ToolResultVerification) -> Any:
     score = scorer.score(trajectory)
     return ([(fact, sources.verdict(fact), sources.supports(fact)) for fact in facts], sources.complete,
             sources.amounts_cut, score.value, score.label, score.explanation, json.dumps(score.details, default=repr))
+
+
+class _EverySource(_grounding.Sources):
+    """Sources that add every result leaf by leaf, as often as it is given: the oracle of
+    adding a result seen before by its effects."""
+
+    def add_result(self, value: Any, *, own: bool) -> None:
+        self._add_leaves(value, own)
+
+
+_LEAF = st.one_of(st.sampled_from([0, 1, 1.0, True, False, None, 12, 12.0, 120, 120.5, -7, 2025, 10**400]),
+                  st.floats(allow_nan=True), _FACT_TEXT)
+_KEYS = st.sampled_from(["price", "total", "id", "seats", "a", "b", "1", "date"])
+_VALUE = st.recursive(_LEAF, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                      | st.dictionaries(_KEYS, inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_VALUE, min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 7), st.booleans(), st.booleans()), max_size=10),
+       st.integers(0, 40), st.integers(1, 8), _QUERIES)
+def test_a_result_added_again_changes_what_adding_it_leaf_by_leaf_does(
+        values: list[Any], adds: list[tuple[int, bool, bool]], budget: int, operands: int, queries: list[Any]) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_grounding, "MAX_GROUNDING_VALUES", budget)
+        patch.setattr(_grounding, "_MAX_OPERANDS", operands)
+        fast, oracle = _grounding.Sources(), _EverySource()
+        _add_results(fast, oracle, values, adds)
+    for name in ("complete", "amounts_cut", "result_kinds", "own_kinds", "_budget", "_own_amounts", "_amounts",
+                 "_digit_runs", "_numbers"):
+        assert getattr(fast, name) == getattr(oracle, name), name
+    for fact in queries:
+        assert fast.verdict(fact) == oracle.verdict(fact) and fast.supports(fact) == oracle.supports(fact), fact
+
+
+def _add_results(fast: _grounding.Sources, oracle: _grounding.Sources, values: list[Any],
+                 adds: list[tuple[int, bool, bool]]) -> None:
+    for i, own, copied in adds:
+        value = values[i % len(values)]
+        # an equal copy (as a history's result is to the call's), a twin equal in Python but not in
+        # its leaves (True for 1, keys in another order), or the same object
+        if copied:
+            value = json.loads(json.dumps(value)) if _jsonable(value) else value
+        elif i >= len(values):
+            value = _twin(value)
+        for sources in (fast, oracle):
+            sources.add_result(value, own=own)
+
+
+def _twin(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _twin(value[key]) for key in reversed(value)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_twin(item) for item in value)
+    return {True: 1, 1: True, False: 0.0, 0: False}.get(value, value) if isinstance(value, (bool, int, float)) else value
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 # --- engine: unsampled traces are not read ----------------------------------------------------------

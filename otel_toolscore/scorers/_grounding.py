@@ -99,6 +99,12 @@ class Sources:
         self._leaf_facts: dict[str, tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]] = {}
         #: ``verdict`` of each fact asked about
         self._verdicts: dict[Fact, tuple[bool, bool]] = {}
+        #: results added whole, by ``_shape``: (the value, own, leaves taken, the amounts
+        #: ``_add_amount`` was given in order). A run's own results come again in the history of
+        #: its later model requests, and adding one again changes only the budget and amounts.
+        self._added: dict[Any, list[tuple[Any, bool, int, list[float]]]] = {}
+        #: the amounts given while a result is added (for ``_added``)
+        self._given: list[float] | None = None
 
     @classmethod
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
@@ -154,12 +160,37 @@ class Sources:
             self._overnight = True
 
     def add_result(self, value: Any, *, own: bool) -> None:
+        shape = _shape(value)
+        earlier = self._added.get(shape, ()) if shape is not None else ()
+        for known, known_own, taken, given in earlier:
+            # The same value added whole before, as the run's own when this one is: every text,
+            # number and kind of it is in already; only the budget and the amounts change.
+            if (known_own or not own) and taken <= self._budget and _same(known, value):
+                self._budget -= taken
+                for amount in given:
+                    self._add_amount(amount, own)
+                return
+        given = []
+        self._given = given
+        try:
+            taken_now = self._add_leaves(value, own)
+        finally:
+            self._given = None
+        if taken_now is not None and shape is not None:
+            self._added.setdefault(shape, []).append((value, own, taken_now, given))
+
+    def _add_leaves(self, value: Any, own: bool) -> int | None:
+        """``add_result``; how many leaves it took, or None when the budget ran out."""
+        numbers: list[float] = []
+        taken = 0
         # one leaf past the budget says that it ran out
         for key, leaf in _leaves(value, max(self._budget, 0) + 1):
             if self._budget <= 0:
                 self.complete = False
-                return
+                self._defer_numbers(numbers)
+                return None
             self._budget -= 1
+            taken += 1
             if key is not None:
                 self.add_text(key)  # lenient: a date or a name can be a key
             if isinstance(leaf, str):
@@ -173,7 +204,7 @@ class Sources:
                 continue
             if leaf not in self._numbers:
                 self._numbers.add(leaf)
-                self.index.add((number_fact(leaf),))
+                numbers.append(leaf)
                 if leaf.is_integer():
                     self._digit_runs.add(str(int(abs(leaf))))
             self.result_kinds.add(_NUMBER_KIND)
@@ -181,8 +212,14 @@ class Sources:
                 self.own_kinds.add(_NUMBER_KIND)
             if not _is_count(key, leaf):
                 self._add_amount(leaf, own)
+        self._defer_numbers(numbers)
         if isinstance(value, (dict, list)):
             self._add_column_totals(value, own)
+        return taken
+
+    def _defer_numbers(self, numbers: list[float]) -> None:
+        if numbers:
+            self.index.defer(map(number_fact, numbers))
 
     def _leaf(self, leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
         """A string leaf's facts, their kinds, and the amounts written in it ("total price is 375"
@@ -216,6 +253,8 @@ class Sources:
                     self._add_amount(sum(numbers), own)
 
     def _add_amount(self, value: float, own: bool) -> None:
+        if self._given is not None:
+            self._given.append(value)
         amounts = self._own_amounts if own else self._amounts
         if len(amounts) >= _MAX_OPERANDS:
             self.amounts_cut = True
@@ -332,6 +371,37 @@ def _json(value: Any) -> str:
         return json.dumps(value, default=str)
     except (TypeError, ValueError, RecursionError):
         return ""
+
+
+def _shape(value: Any) -> Any:
+    """What two results must share to be the same (a cheap key; ``_same`` decides)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return (len(value), *value)
+    if isinstance(value, list):
+        return (list, len(value))
+    return None
+
+
+def _same(known: Any, value: Any) -> bool:
+    """The two values have the same leaves, in the same order, of the same types: ``==`` alone
+    takes 1 for True or 1.0 and ignores the order of keys; the JSON text tells those apart."""
+    if known is value:
+        return True
+    if known != value:
+        return False
+    if isinstance(value, str):
+        return True
+    known_text = _json_text(known)
+    return known_text is not None and known_text == _json_text(value)
+
+
+def _json_text(value: Any) -> str | None:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _answered(value: Any) -> bool:
