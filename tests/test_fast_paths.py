@@ -381,7 +381,13 @@ def _twin(value: Any) -> Any:
         return {key: _twin(value[key]) for key in reversed(value)}
     if isinstance(value, (list, tuple)):
         return type(value)(_twin(item) for item in value)
-    return {True: 1, 1: True, False: 0.0, 0: False}.get(value, value) if isinstance(value, (bool, int, float)) else value
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return int(value)
+    return value
 
 
 def _jsonable(value: Any) -> bool:
