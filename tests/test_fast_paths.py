@@ -398,6 +398,13 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.sampled_from(_CLAIM_WORDS), max_size=40).map("".join))
+def test_salient_values_of_a_short_leaf_are_those_read_afresh(text: str) -> None:
+    for _ in range(2):  # read, then from the cache
+        assert tuple(tr._salient_of_leaf(text, [])) == tuple(tr._salient_of_value(text))
+
+
 # --- engine: unsampled traces are not read ----------------------------------------------------------
 
 
