@@ -355,8 +355,10 @@ def test_a_result_added_again_changes_what_adding_it_leaf_by_leaf_does(
         patch.setattr(_grounding, "_MAX_OPERANDS", operands)
         fast, oracle = _grounding.Sources(), _EverySource()
         _add_results(fast, oracle, values, adds)
+    fast._scan()
+    oracle._scan()
     for name in ("complete", "amounts_cut", "result_kinds", "own_kinds", "_budget", "_own_amounts", "_amounts",
-                 "_digit_runs", "_numbers"):
+                 "_digit_runs", "_overnight", "_numbers"):
         assert getattr(fast, name) == getattr(oracle, name), name
     for fact in queries:
         assert fast.verdict(fact) == oracle.verdict(fact) and fast.supports(fact) == oracle.supports(fact), fact

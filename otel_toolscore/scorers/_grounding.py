@@ -70,8 +70,11 @@ class Sources:
 
     def __init__(self) -> None:
         self.index = FactIndex()
-        #: digit runs (3+ digits) found anywhere in the sources, ids included
+        #: digit runs (3+ digits) found anywhere in the sources, ids included (of the texts
+        #: in ``_unscanned`` once ``_scan`` read them)
         self._digit_runs: set[str] = set()
+        #: texts not yet read for digit runs and next-day times: most runs never ask
+        self._unscanned: list[str] = []
         #: amounts (non-count numbers) of the run's own tool results, and of earlier turns'
         self._own_amounts: set[float] = set()
         self._amounts: set[float] = set()
@@ -154,10 +157,16 @@ class Sources:
             return
         self._texts.add(text)
         self.index.add_text(text, lazily=True, facts=facts)
-        examined = text if len(text) <= MAX_TEXT else text[:MAX_TEXT]
-        self._digit_runs.update(_DIGIT_RUN.findall(examined))
-        if not self._overnight and "+1" in examined and _NEXT_DAY.search(examined):
-            self._overnight = True
+        self._unscanned.append(text)
+
+    def _scan(self) -> None:
+        """Read the texts added since the last scan for digit runs and next-day times."""
+        texts, self._unscanned = self._unscanned, []
+        for text in texts:
+            examined = text if len(text) <= MAX_TEXT else text[:MAX_TEXT]
+            self._digit_runs.update(_DIGIT_RUN.findall(examined))
+            if not self._overnight and "+1" in examined and _NEXT_DAY.search(examined):
+                self._overnight = True
 
     def add_result(self, value: Any, *, own: bool) -> None:
         shape = _shape(value)
@@ -272,7 +281,7 @@ class Sources:
         if fact.kind == "identifier":
             digits = fact.value.lstrip("#")
             return digits.isdigit() and self._in_digit_runs(digits)
-        if fact.kind == "date" and self._overnight:
+        if fact.kind == "date" and self._is_overnight():
             return any(self.index.contains(_with_value(fact, reading)) for reading in _days_before(fact))
         return False
 
@@ -288,10 +297,16 @@ class Sources:
             return True
         return fact.kind != "percentage" and self._is_total(round(magnitude, 2))
 
+    def _is_overnight(self) -> bool:
+        """A time in the sources is marked as the next day."""
+        self._scan()
+        return self._overnight
+
     def _in_digit_runs(self, digits: str) -> bool:
         """A number written as (the end of) a longer reference: an id, a card, an order."""
         if len(digits) < 3:
             return False
+        self._scan()
         return digits in self._digit_runs or any(run.endswith(digits) for run in self._digit_runs)
 
     def _is_total(self, value: float) -> bool:
