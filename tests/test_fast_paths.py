@@ -34,7 +34,7 @@ from otel_toolscore import read_otlp_json
 from otel_toolscore.conventions import classify, read_span, read_trace
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.genai import _convert_messages
-from otel_toolscore.scorers import _facts
+from otel_toolscore.scorers import _facts, _grounding
 from otel_toolscore.scorers import tool_results as tr
 from otel_toolscore.scorers.base import Score, Scorer
 from tests.support import claims_oracle, paths
@@ -263,6 +263,148 @@ def test_claim_patterns_on_fixture_texts(path: Path) -> None:
                 for text in (value, *value.split('"')):
                     assert bool(tr._SUCCESS_RE.search(text)) == bool(claims_oracle.SUCCESS_RE.search(text))
                     assert bool(tr._FAILURE_RE.search(text)) == bool(claims_oracle.FAILURE_RE.search(text))
+
+
+# --- grounding: source facts indexed when first needed ------------------------------------------
+
+
+class _EagerIndex(_facts.FactIndex):
+    """The full index, every text's facts indexed when added: the oracle of the lazy one."""
+
+    def add_text(self, text: str, *, lazily: bool = False, facts: tuple[_facts.Fact, ...] | None = None) -> None:
+        super().add_text(text, facts=facts)
+
+
+_FACT_TEXT = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
+# facts to look up: what texts state, and numbers near what they state (roundings, signs, units)
+_QUERIES = st.lists(st.one_of(
+    _FACT_TEXT.map(lambda t: _facts.extract_facts.__wrapped__(t)),
+    st.floats(-3000, 3000, allow_nan=False).map(lambda v: (_facts.number_fact(round(v, 1)),)),
+), max_size=6).map(lambda groups: [f for group in groups for f in group])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.tuples(_FACT_TEXT, st.booleans(), st.booleans()), max_size=8), _QUERIES, _QUERIES)
+def test_a_lazy_fact_index_answers_as_the_full_index(texts: list[tuple[str, bool, bool]], first: list[Any],
+                                                     then: list[Any]) -> None:
+    lazy, full = _facts.FactIndex(), _EagerIndex()
+    for text, lazily, known in texts:
+        facts = _facts.facts_of(text) if known else None
+        lazy.add_text(text, lazily=lazily, facts=facts)
+        full.add_text(text, facts=facts)
+    # asked in turns, as the scorer asks: what a look-up indexed stays indexed for the next
+    for queries in (first, then):
+        for fact in queries:
+            assert lazy.contains(fact) == full.contains(fact), fact
+            assert lazy.contains(fact, rounded_here=True) == full.contains(fact, rounded_here=True), fact
+    assert lazy.kinds == full.kinds
+
+
+@pytest.mark.parametrize("path", TRACE_FILES, ids=paths.trace_id)
+@pytest.mark.parametrize("cross_turn", [False, True])
+def test_lazy_sources_give_the_full_index_verdicts(path: Path, cross_turn: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_toolscore import build_trajectories
+    from otel_toolscore.scorers import _grounding
+
+    scorer = tr.ToolResultVerification(cross_turn=cross_turn)
+    for trajectory in build_trajectories(read_otlp_json(path)):
+        lazy = _verdicts(trajectory, scorer)
+        monkeypatch.setattr(_grounding, "FactIndex", _EagerIndex)
+        assert lazy == _verdicts(trajectory, scorer)
+        monkeypatch.undo()
+
+
+def _verdicts(trajectory: Any, scorer: tr.ToolResultVerification) -> Any:
+    """Every fact of the run's texts, as the run's sources judge it, and the whole score."""
+    from otel_toolscore.scorers import _grounding
+
+    calls = trajectory.tool_calls
+    results = [tr.structured_result(call) for call in calls]
+    sources = _grounding.Sources.of(trajectory, calls, [value for value, _ in results], [True] * len(calls))
+    texts = [trajectory.output or "", trajectory.input or "", *(c.result_raw or "" for c in calls)]
+    facts = [fact for text in texts for fact in _facts.facts_of(text)]
+    score = scorer.score(trajectory)
+    return ([(fact, sources.verdict(fact), sources.supports(fact)) for fact in facts], sources.complete,
+            sources.amounts_cut, score.value, score.label, score.explanation, json.dumps(score.details, default=repr))
+
+
+class _EverySource(_grounding.Sources):
+    """Sources that add every result leaf by leaf, as often as it is given: the oracle of
+    adding a result seen before by its effects."""
+
+    def add_result(self, value: Any, *, own: bool) -> None:
+        self._add_leaves(value, own)
+
+
+_LEAF = st.one_of(st.sampled_from([0, 1, 1.0, True, False, None, 12, 12.0, 120, 120.5, -7, 2025, 10**400]),
+                  st.floats(allow_nan=True), _FACT_TEXT)
+_KEYS = st.sampled_from(["price", "total", "id", "seats", "a", "b", "1", "date"])
+_VALUE = st.recursive(_LEAF, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                      | st.dictionaries(_KEYS, inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_VALUE, min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 7), st.booleans(), st.booleans()), max_size=10),
+       st.integers(0, 40), st.integers(1, 8), _QUERIES)
+def test_a_result_added_again_changes_what_adding_it_leaf_by_leaf_does(
+        values: list[Any], adds: list[tuple[int, bool, bool]], budget: int, operands: int, queries: list[Any]) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_grounding, "MAX_GROUNDING_VALUES", budget)
+        patch.setattr(_grounding, "_MAX_OPERANDS", operands)
+        fast, oracle = _grounding.Sources(), _EverySource()
+        _add_results(fast, oracle, values, adds)
+    fast._scan()
+    oracle._scan()
+    for name in ("complete", "amounts_cut", "result_kinds", "own_kinds", "_budget", "_own_amounts", "_amounts",
+                 "_digit_runs", "_overnight", "_numbers"):
+        assert getattr(fast, name) == getattr(oracle, name), name
+    for fact in queries:
+        assert fast.verdict(fact) == oracle.verdict(fact) and fast.supports(fact) == oracle.supports(fact), fact
+
+
+def _add_results(fast: _grounding.Sources, oracle: _grounding.Sources, values: list[Any],
+                 adds: list[tuple[int, bool, bool]]) -> None:
+    for i, own, copied in adds:
+        value = values[i % len(values)]
+        # an equal copy (as a history's result is to the call's), a twin equal in Python but not in
+        # its leaves (True for 1, keys in another order), or the same object
+        if copied:
+            value = json.loads(json.dumps(value)) if _jsonable(value) else value
+        elif i >= len(values):
+            value = _twin(value)
+        for sources in (fast, oracle):
+            sources.add_result(value, own=own)
+
+
+def _twin(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _twin(value[key]) for key in reversed(value)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_twin(item) for item in value)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return int(value)
+    return value
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.sampled_from(_CLAIM_WORDS), max_size=40).map("".join))
+def test_salient_values_of_a_short_leaf_are_those_read_afresh(text: str) -> None:
+    for _ in range(2):  # read, then from the cache
+        assert tuple(tr._salient_of_leaf(text, [])) == tuple(tr._salient_of_value(text))
 
 
 # --- engine: unsampled traces are not read ----------------------------------------------------------

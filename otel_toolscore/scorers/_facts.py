@@ -498,6 +498,8 @@ _CONVERSIONS: dict[str, tuple[Any, ...]] = {
 }
 
 _NUMERIC_KINDS = frozenset({"number", "year", "money", "percentage"})
+#: kinds whose value is (case-folded) text of the text the fact was found in
+_TEXT_KINDS = frozenset({"identifier", "email", "url"})
 
 
 def _dimension_of(fact: Fact) -> str | None:
@@ -527,24 +529,63 @@ class FactIndex:
         self.times_mod12: set[int] = set()
         self.ambiguous_times_mod12: set[int] = set()
         self.strings: set[str] = set()
-        self.kinds: set[Kind] = set()
+        self._kinds: set[Kind] = set()
         self._blob_parts: list[str] = []
         self._texts: set[str] = set()
         self._cut = 0  # texts added that were longer than what is examined
+        #: what was added to be indexed when first needed (``defer``, ``add_text(lazily=True)``):
+        #: facts already extracted, then texts still to extract. ``contains`` is monotone (more
+        #: facts never turn a yes into a no), so it asks the facts indexed so far first and
+        #: indexes the rest only on a no: most facts an answer states are found in the first few.
+        self._pending_facts: list[Iterable[Fact]] = []
+        self._pending_texts: list[str] = []
         self.add(facts)
         for text in texts:
             self.add_text(text)
 
-    def add_text(self, text: str) -> None:
+    def add_text(self, text: str, *, lazily: bool = False, facts: tuple[Fact, ...] | None = None) -> None:
+        """Index the text's facts (``facts``: ``facts_of(text)``, already known), or with
+        ``lazily`` when a look-up first needs them (its blob, where ids and addresses are found,
+        is kept now)."""
         # A text added again adds nothing (the same facts, the same blob); runs repeat their
         # history in every model request, so this is the common case.
         if text and text not in self._texts:
             self._texts.add(text)
             if len(text) > _MAX_TEXT:
                 self._cut += 1
-            self.add(facts_of(text))
+            if not lazily:
+                self.add(facts_of(text) if facts is None else facts)
+            elif facts is None:
+                self._pending_texts.append(text)
+            elif facts:
+                self._pending_facts.append(facts)
             # only the part the facts came from: substring look-ups stay bounded per text
             self._blob_parts.append(text[:_MAX_TEXT].casefold())
+
+    def defer(self, facts: Iterable[Fact]) -> None:
+        """``add`` when a look-up first needs them."""
+        self._pending_facts.append(facts)
+
+    def _index_pending(self) -> bool:
+        """Index the next group of what was deferred (facts before texts); False when none is left."""
+        if self._pending_facts:
+            pending, self._pending_facts = self._pending_facts, []
+            for facts in pending:
+                self.add(facts)
+            return True
+        if self._pending_texts:
+            texts, self._pending_texts = self._pending_texts, []
+            for text in texts:
+                self.add(facts_of(text))
+            return True
+        return False
+
+    @property
+    def kinds(self) -> set[Kind]:
+        """Kinds of the facts here (``kind_of``)."""
+        while self._index_pending():
+            pass
+        return self._kinds
 
     @property
     def texts_cut(self) -> int:
@@ -553,7 +594,7 @@ class FactIndex:
 
     def add(self, facts: Iterable[Fact]) -> None:
         for fact in facts:
-            self.kinds.add((fact.kind, fact.unit if fact.kind == "number" else None))
+            self._kinds.add((fact.kind, fact.unit if fact.kind == "number" else None))
             if fact.kind in _NUMERIC_KINDS:
                 if fact.value not in self.numbers:
                     self.numbers.add(fact.value)
@@ -581,6 +622,18 @@ class FactIndex:
         """Does the fact appear here? Numbers match as numbers; a number written here may be a
         rounding of the fact's (``rounded_here``: "68" here uses the fact 68.4) or, by default,
         the fact may be a rounding of a number here ("about 68" grounded by 68.4)."""
+        if self._contains(fact, rounded_here):
+            return True
+        if fact.kind in _TEXT_KINDS and not self._pending_facts:
+            # a text's ids, e-mails and URLs are parts of its blob, which is searched already
+            return False
+        while self._index_pending():
+            if self._contains(fact, rounded_here):
+                return True
+        return False
+
+    def _contains(self, fact: Fact, rounded_here: bool) -> bool:
+        """``contains`` over what is indexed so far."""
         kind = fact.kind
         if kind in _NUMERIC_KINDS:
             if rounded_here:

@@ -70,8 +70,11 @@ class Sources:
 
     def __init__(self) -> None:
         self.index = FactIndex()
-        #: digit runs (3+ digits) found anywhere in the sources, ids included
+        #: digit runs (3+ digits) found anywhere in the sources, ids included (of the texts
+        #: in ``_unscanned`` once ``_scan`` read them)
         self._digit_runs: set[str] = set()
+        #: texts not yet read for digit runs and next-day times: most runs never ask
+        self._unscanned: list[str] = []
         #: amounts (non-count numbers) of the run's own tool results, and of earlier turns'
         self._own_amounts: set[float] = set()
         self._amounts: set[float] = set()
@@ -96,9 +99,15 @@ class Sources:
         self._numbers: set[float] = set()
         #: a string leaf's fact kinds and amounts, by its text (the same value recurs in the
         #: history of every request)
-        self._leaf_facts: dict[str, tuple[frozenset[Kind], tuple[float, ...]]] = {}
+        self._leaf_facts: dict[str, tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]] = {}
         #: ``verdict`` of each fact asked about
         self._verdicts: dict[Fact, tuple[bool, bool]] = {}
+        #: results added whole, by ``_shape``: (the value, own, leaves taken, the amounts
+        #: ``_add_amount`` was given in order). A run's own results come again in the history of
+        #: its later model requests, and adding one again changes only the budget and amounts.
+        self._added: dict[Any, list[tuple[Any, bool, int, list[float]]]] = {}
+        #: the amounts given while a result is added (for ``_added``)
+        self._given: list[float] | None = None
 
     @classmethod
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
@@ -140,28 +149,62 @@ class Sources:
         sources.complete = sources.complete and not sources.index.texts_cut
         return sources
 
-    def add_text(self, text: str | None) -> None:
+    def add_text(self, text: str | None, facts: tuple[Fact, ...] | None = None) -> None:
+        """A source text (``facts``: its facts, when already known). Its facts are indexed when
+        a look-up first needs them: the answer states a few facts, and most are found in the
+        first sources asked (``FactIndex.contains``), so most texts are never read for facts."""
         if not text or text in self._texts:
             return
         self._texts.add(text)
-        self.index.add_text(text)
-        examined = text if len(text) <= MAX_TEXT else text[:MAX_TEXT]
-        self._digit_runs.update(_DIGIT_RUN.findall(examined))
-        if not self._overnight and "+1" in examined and _NEXT_DAY.search(examined):
-            self._overnight = True
+        self.index.add_text(text, lazily=True, facts=facts)
+        self._unscanned.append(text)
+
+    def _scan(self) -> None:
+        """Read the texts added since the last scan for digit runs and next-day times."""
+        texts, self._unscanned = self._unscanned, []
+        for text in texts:
+            examined = text if len(text) <= MAX_TEXT else text[:MAX_TEXT]
+            self._digit_runs.update(_DIGIT_RUN.findall(examined))
+            if not self._overnight and "+1" in examined and _NEXT_DAY.search(examined):
+                self._overnight = True
 
     def add_result(self, value: Any, *, own: bool) -> None:
+        shape = _shape(value)
+        earlier = self._added.get(shape, ()) if shape is not None else ()
+        for known, known_own, taken, given in earlier:
+            # The same value added whole before, as the run's own when this one is: every text,
+            # number and kind of it is in already; only the budget and the amounts change.
+            if (known_own or not own) and taken <= self._budget and _same(known, value):
+                self._budget -= taken
+                for amount in given:
+                    self._add_amount(amount, own)
+                return
+        given = []
+        self._given = given
+        try:
+            taken_now = self._add_leaves(value, own)
+        finally:
+            self._given = None
+        if taken_now is not None and shape is not None:
+            self._added.setdefault(shape, []).append((value, own, taken_now, given))
+
+    def _add_leaves(self, value: Any, own: bool) -> int | None:
+        """``add_result``; how many leaves it took, or None when the budget ran out."""
+        numbers: list[float] = []
+        taken = 0
         # one leaf past the budget says that it ran out
         for key, leaf in _leaves(value, max(self._budget, 0) + 1):
             if self._budget <= 0:
                 self.complete = False
-                return
+                self._defer_numbers(numbers)
+                return None
             self._budget -= 1
+            taken += 1
             if key is not None:
                 self.add_text(key)  # lenient: a date or a name can be a key
             if isinstance(leaf, str):
-                self.add_text(leaf)
-                kinds, amounts = self._leaf(leaf)
+                facts, kinds, amounts = self._leaf(leaf)
+                self.add_text(leaf, facts)
                 self.result_kinds.update(kinds)
                 if own:
                     self.own_kinds.update(kinds)
@@ -170,7 +213,7 @@ class Sources:
                 continue
             if leaf not in self._numbers:
                 self._numbers.add(leaf)
-                self.index.add((number_fact(leaf),))
+                numbers.append(leaf)
                 if leaf.is_integer():
                     self._digit_runs.add(str(int(abs(leaf))))
             self.result_kinds.add(_NUMBER_KIND)
@@ -178,18 +221,24 @@ class Sources:
                 self.own_kinds.add(_NUMBER_KIND)
             if not _is_count(key, leaf):
                 self._add_amount(leaf, own)
+        self._defer_numbers(numbers)
         if isinstance(value, (dict, list)):
             self._add_column_totals(value, own)
+        return taken
 
-    def _leaf(self, leaf: str) -> tuple[frozenset[Kind], tuple[float, ...]]:
-        """A string leaf's fact kinds, and the amounts written in it ("total price is 375" adds up
-        like a JSON number)."""
+    def _defer_numbers(self, numbers: list[float]) -> None:
+        if numbers:
+            self.index.defer(map(number_fact, numbers))
+
+    def _leaf(self, leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
+        """A string leaf's facts, their kinds, and the amounts written in it ("total price is 375"
+        adds up like a JSON number)."""
         known = self._leaf_facts.get(leaf)
         if known is None:
             facts = facts_of(leaf) if leaf else ()
             amounts = tuple(fact.value for fact in facts if fact.kind in ("money", "number")
                             and fact.unit in _AMOUNT_UNITS and not fact.minor)
-            known = self._leaf_facts[leaf] = (kinds_of(facts), amounts)
+            known = self._leaf_facts[leaf] = (facts, kinds_of(facts), amounts)
         return known
 
     def _add_column_totals(self, value: Any, own: bool, depth: int = 0) -> None:
@@ -213,6 +262,8 @@ class Sources:
                     self._add_amount(sum(numbers), own)
 
     def _add_amount(self, value: float, own: bool) -> None:
+        if self._given is not None:
+            self._given.append(value)
         amounts = self._own_amounts if own else self._amounts
         if len(amounts) >= _MAX_OPERANDS:
             self.amounts_cut = True
@@ -230,7 +281,7 @@ class Sources:
         if fact.kind == "identifier":
             digits = fact.value.lstrip("#")
             return digits.isdigit() and self._in_digit_runs(digits)
-        if fact.kind == "date" and self._overnight:
+        if fact.kind == "date" and self._is_overnight():
             return any(self.index.contains(_with_value(fact, reading)) for reading in _days_before(fact))
         return False
 
@@ -246,10 +297,16 @@ class Sources:
             return True
         return fact.kind != "percentage" and self._is_total(round(magnitude, 2))
 
+    def _is_overnight(self) -> bool:
+        """A time in the sources is marked as the next day."""
+        self._scan()
+        return self._overnight
+
     def _in_digit_runs(self, digits: str) -> bool:
         """A number written as (the end of) a longer reference: an id, a card, an order."""
         if len(digits) < 3:
             return False
+        self._scan()
         return digits in self._digit_runs or any(run.endswith(digits) for run in self._digit_runs)
 
     def _is_total(self, value: float) -> bool:
@@ -329,6 +386,37 @@ def _json(value: Any) -> str:
         return json.dumps(value, default=str)
     except (TypeError, ValueError, RecursionError):
         return ""
+
+
+def _shape(value: Any) -> Any:
+    """What two results must share to be the same (a cheap key; ``_same`` decides)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return (len(value), *value)
+    if isinstance(value, list):
+        return (list, len(value))
+    return None
+
+
+def _same(known: Any, value: Any) -> bool:
+    """The two values have the same leaves, in the same order, of the same types: ``==`` alone
+    takes 1 for True or 1.0 and ignores the order of keys; the JSON text tells those apart."""
+    if known is value:
+        return True
+    if known != value:
+        return False
+    if isinstance(value, str):
+        return True
+    known_text = _json_text(known)
+    return known_text is not None and known_text == _json_text(value)
+
+
+def _json_text(value: Any) -> str | None:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _answered(value: Any) -> bool:

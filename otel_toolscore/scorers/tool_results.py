@@ -365,7 +365,20 @@ def salient_values(value: Any, limits: list[str] | None = None, what: str = "res
     return list(found.values())
 
 
-def _salient_of_leaf(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterator[Salient]:
+def _salient_of_leaf(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterable[Salient]:
+    # Short values recur (a status, a city, a fare class), in a run's results and across runs;
+    # they are never cut, so nothing is noted in ``limits``. Salient values are never changed.
+    if isinstance(leaf, str) and len(leaf) <= _MAX_CACHED_PHRASE:
+        return _salient_of_short(leaf)
+    return _salient_of_value(leaf, limits, what)
+
+
+@lru_cache(maxsize=8192)
+def _salient_of_short(leaf: str) -> tuple[Salient, ...]:
+    return tuple(_salient_of_value(leaf))
+
+
+def _salient_of_value(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterator[Salient]:
     if not isinstance(leaf, str):
         fact = number_fact(float(leaf))
         yield Salient(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))
