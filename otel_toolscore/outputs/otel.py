@@ -78,6 +78,9 @@ JUDGE_DURATION_BUCKETS: tuple[float, ...] = (
 #: many the rest are counted under _OTHER_TOOL instead of growing the series without bound
 MAX_TOOL_NAMES = 256
 _OTHER_TOOL = "_other"
+#: metric attribute sets kept built (per scorer, label, agent, issue): past this many, the rest
+#: are built per measurement
+_MAX_CACHED_ATTRIBUTES = 1024
 
 # Output names for toolscore.emit.errors{output}
 OUTPUT_SPAN_ATTRIBUTES = "span_attributes"
@@ -223,6 +226,9 @@ class Emitter:
         self._warned: set[str] = set()
         self._tool_names: set[str] = set()
         self._lock = threading.Lock()
+        # Metric attribute dicts by what they are built from: a few per scorer, and several
+        # measurements per run. The SDK copies them (never mutates them), so one can be shared.
+        self._metric_attributes: dict[tuple[str | None, ...], dict[str, AttributeValue]] = {}
         # explanation as given -> as it leaves, oldest first
         self._explained: OrderedDict[str, str] = OrderedDict()
         self._explained_lock = threading.Lock()
@@ -539,19 +545,17 @@ class Emitter:
             return
         if self._unsent_check["metrics"] and scores:
             self._warn_if_unsent("metrics", get_meter_provider, "meter_provider", "opentelemetry.metrics.set_meter_provider")
+        agent = trajectory.agent_name or None
         for score in scores:
             try:
                 self.count_evaluation(score.name, score.outcome)
                 value = _number(score.value)
                 if value is not None:
-                    attributes: dict[str, AttributeValue] = {
-                        semconv.GEN_AI_EVALUATION_NAME: score.name
-                    }
                     label = label_of(score)
-                    if label is not None:
-                        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
-                    if trajectory.agent_name:
-                        attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
+                    key = ("score", score.name, label, agent)
+                    attributes = self._metric_attributes.get(key)
+                    if attributes is None:
+                        attributes = self._keep_attributes(key, _score_attributes(score.name, label, agent))
                     self._score_histogram.record(value, attributes)
                 self._count_issues(score)
             except Exception:  # noqa: BLE001 - never raise into the worker
@@ -559,17 +563,24 @@ class Emitter:
 
     def _count_issues(self, score: Score) -> None:
         for result in score.calls:
+            if not result.issues:
+                continue
             tool = self._bounded_tool_name(result.name)
             for issue in result.issues:
-                attributes: dict[str, AttributeValue] = {
-                    # the scorer's name too: two scorers can report the same issue type
-                    semconv.GEN_AI_EVALUATION_NAME: score.name,
-                    semconv.ISSUE_TYPE: issue.type,
-                    semconv.ISSUE_SEVERITY: issue.severity,
-                }
-                if tool is not None:
-                    attributes[semconv.GEN_AI_TOOL_NAME] = tool
+                key = ("issue", score.name, issue.type, issue.severity, tool)
+                attributes = self._metric_attributes.get(key)
+                if attributes is None:
+                    attributes = self._keep_attributes(
+                        key, _issue_attributes(score.name, issue.type, issue.severity, tool)
+                    )
                 self._issues_counter.add(1, attributes)
+
+    def _keep_attributes(
+        self, key: tuple[str | None, ...], attributes: dict[str, AttributeValue]
+    ) -> dict[str, AttributeValue]:
+        if len(self._metric_attributes) < _MAX_CACHED_ATTRIBUTES:
+            self._metric_attributes[key] = attributes
+        return attributes
 
     def _bounded_tool_name(self, name: str | None) -> str | None:
         if not name:
@@ -587,9 +598,13 @@ class Emitter:
         if self._meter is None or n <= 0:
             return
         try:
-            self._evaluations_counter.add(
-                n, {semconv.GEN_AI_EVALUATION_NAME: name, semconv.OUTCOME: outcome}
-            )
+            key = ("evaluation", name, outcome)
+            attributes = self._metric_attributes.get(key)
+            if attributes is None:
+                attributes = self._keep_attributes(
+                    key, {semconv.GEN_AI_EVALUATION_NAME: name, semconv.OUTCOME: outcome}
+                )
+            self._evaluations_counter.add(n, attributes)
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_METRICS)
 
@@ -625,3 +640,28 @@ class Emitter:
                 self._judge_cost.add(cost, attributes)
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_METRICS)
+
+
+def _score_attributes(name: str, label: str | None, agent: str | None) -> dict[str, AttributeValue]:
+    """``gen_ai.evaluation.score``'s attributes."""
+    attributes: dict[str, AttributeValue] = {semconv.GEN_AI_EVALUATION_NAME: name}
+    if label is not None:
+        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
+    if agent:
+        attributes[semconv.GEN_AI_AGENT_NAME] = agent
+    return attributes
+
+
+def _issue_attributes(
+    name: str, issue_type: str, severity: str, tool: str | None
+) -> dict[str, AttributeValue]:
+    """``toolscore.issues``' attributes."""
+    attributes: dict[str, AttributeValue] = {
+        # the scorer's name too: two scorers can report the same issue type
+        semconv.GEN_AI_EVALUATION_NAME: name,
+        semconv.ISSUE_TYPE: issue_type,
+        semconv.ISSUE_SEVERITY: severity,
+    }
+    if tool is not None:
+        attributes[semconv.GEN_AI_TOOL_NAME] = tool
+    return attributes

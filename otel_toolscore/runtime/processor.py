@@ -147,6 +147,15 @@ def with_attributes(span: ReadableSpan, extra: dict[str, AttributeValue]) -> Rea
     return copy_span(span, attributes={**(span.attributes or {}), **extra})
 
 
+def _span_id_of(hex_id: str) -> int | None:
+    """The span id a run's hex id names; None for text that is no span id as formatted here."""
+    try:
+        span_id = int(hex_id, 16)
+    except ValueError:
+        return None
+    return span_id if format(span_id, "016x") == hex_id else None
+
+
 class ToolScoreSpanProcessor(SpanProcessor):
     def __init__(
         self,
@@ -744,7 +753,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         by_id: dict[str, list[_Held]] = {}
         for h in item.held:
             by_id.setdefault(format(h.span_id, "016x"), []).append(h)
-        spans_by_id = {format(s.context.span_id, "016x"): s for s in item.spans}
+        # By the span id as the SDK holds it: one id formatted per run, not one per span.
+        spans_by_id = {s.context.span_id: s for s in item.spans} if results else {}
         emitted: list[tuple[RunResult, ReadableSpan | None]] = []
         for result in results:
             run_id = result.trajectory.span_id or ""
@@ -754,7 +764,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 # another scorer path (serve behind this app) from scoring the run again.
                 extra = {**self._emitter.span_attributes(result.scores), sc.TOOLSCORE_SCORED: True}
                 self._release(same.pop(0), extra)
-            emitted.append((result, spans_by_id.get(run_id)))
+            emitted.append((result, spans_by_id.get(_span_id_of(run_id))))
         # Wrappers and non-run agent spans go out as they are.
         self._release_all([h for same in by_id.values() for h in same])
         if self._shutdown:
