@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -203,12 +203,14 @@ def find_repeated_calls(trajectory: Trajectory) -> dict[int, int]:
     calls = trajectory.tool_calls
     if len(calls) < 2:
         return {}
-    # (name, arguments) of each call first: most runs repeat none, and need nothing more
+    # (name, arguments) of each call first: most runs repeat none, and need nothing more. The
+    # arguments' text only for a name called more than once: no other call can match it.
+    name_counts = Counter(call.name for call in calls)
     earlier: list[int | None] = []
     last_by_key: dict[tuple[str, str], int] = {}
     for i, call in enumerate(calls):
         j = None
-        if call.name:
+        if call.name and name_counts[call.name] > 1:
             key = (call.name, _arguments_key(call))
             j = last_by_key.get(key)
             last_by_key[key] = i
