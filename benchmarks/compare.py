@@ -181,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             proc = proc_mod.ToolScoreSpanProcessor(NullProcessor(), meter_provider=mp, logger_provider=lp)
             classify = mods["conventions"].classify
             # the span id a _Held carries: an int where _score formats it, else the hex text
-            int_ids = "format(h.span_id" in inspect.getsource(proc_mod.ToolScoreSpanProcessor._score)
+            # (in ``_apply`` since scoring="process" split it out of ``_score``)
+            cls = proc_mod.ToolScoreSpanProcessor
+            int_ids = "format(h.span_id" in inspect.getsource(getattr(cls, "_apply", cls._score))
             items = []
             for spans in runs:
                 held = []
