@@ -694,6 +694,34 @@ def test_metric_attributes_carry_no_content(
     assert seen >= 8
 
 
+def test_metric_series_per_agent_label_and_outcome_over_many_runs(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    # The emitter keeps each attribute set built once: runs of another agent, another label or
+    # another outcome must still land in series of their own, counted once per run.
+    emitter = make_emitter()
+    other = trajectory.model_copy(update={"agent_name": "other-agent"})
+    failing = ACCURACY.model_copy(update={"value": 0.0, "label": "fail"})
+    for _ in range(3):
+        emitter.record_metrics(trajectory, [ACCURACY, SKIPPED])
+        emitter.record_metrics(other, [ACCURACY, ERROR])
+        emitter.record_metrics(other, [failing])
+    histogram = {
+        (dict(k).get("gen_ai.agent.name"), dict(k).get("gen_ai.evaluation.score.label")): p.count
+        for k, p in points(reader, "gen_ai.evaluation.score").items()
+    }
+    assert histogram == {(AGENT, "pass"): 3, ("other-agent", "pass"): 3, ("other-agent", "fail"): 3}
+    evaluations = {
+        (dict(k)["gen_ai.evaluation.name"], dict(k)["outcome"]): p.value
+        for k, p in points(reader, "toolscore.evaluations").items()
+    }
+    assert evaluations == {
+        ("tool_call_accuracy", "scored"): 9,
+        ("tool_call_accuracy", "skipped"): 3,
+        ("tool_result_verification", "error"): 3,
+    }
+
+
 def test_invented_tool_names_are_bounded(
     make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory, monkeypatch: Any
 ) -> None:
