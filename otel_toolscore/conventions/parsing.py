@@ -75,6 +75,19 @@ def nested_deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+#: JSON or a repr writes at least two characters (an opening and a closing bracket) per level
+#: of nesting, so a text shorter than this cannot hold a value nested deeper than ``MAX_DEPTH``
+_SHALLOW_TEXT = 2 * (MAX_DEPTH + 1)
+
+
+def _deeper_than_max(parsed: Any, raw: str | None) -> bool:
+    """``nested_deeper_than(parsed)`` for a value read from (or encoded as) ``raw``: the walk
+    is skipped when the text is too short to nest that deep (nearly every argument and result)."""
+    if raw is not None and len(raw) < _SHALLOW_TEXT and raw is not _TOO_DEEP_TEXT:
+        return False
+    return nested_deeper_than(parsed)
+
+
 # --- text UTF-8 cannot carry ------------------------------------------------------------------
 
 #: a JSON escape of a lone surrogate half (JavaScript truncating a string inside an emoji); a
@@ -413,7 +426,7 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
         ok, parsed, unread = _try_loads(value)
         if not ok:
             return None, raw, f"arguments were not read: {unread}" if unread else "arguments are not JSON"
-    if nested_deeper_than(parsed):
+    if _deeper_than_max(parsed, raw):
         _note_unread(value, _TOO_DEEP)
         return None, raw, f"arguments were not read: {_TOO_DEEP}"
     parsed = unwrap_arguments(parsed)
@@ -464,7 +477,7 @@ def read_result(value: Any) -> ResultRead:
         return ResultRead(None, None, None)
     raw = as_text(value)
     ok, parsed = try_loads(value)
-    if ok and nested_deeper_than(parsed):
+    if ok and _deeper_than_max(parsed, raw):
         _note_unread(value, _TOO_DEEP)
         ok = False
     if not ok:
@@ -503,7 +516,7 @@ def _unwrap(parsed: Any) -> tuple[Any, bool]:
         if is_text and isinstance(inner, str):
             # text that carries the value: read as the attribute itself would be ("{…}" → dict)
             ok, decoded = try_loads(inner)
-            inner = decoded if ok and not nested_deeper_than(decoded) else inner
+            inner = decoded if ok and not _deeper_than_max(decoded, inner) else inner
         parsed = inner
     return parsed, failed
 
@@ -666,8 +679,19 @@ _ROLE_ALIASES = {"human": "user", "ai": "assistant", "model": "assistant", "func
 
 
 def norm_role(role: Any) -> str:
+    if type(role) is str:
+        # every message names one of a few roles: each spelling is normalised once
+        known = _NORMED_ROLES.get(role)
+        if known is not None:
+            return known
     r = str(role or "").strip().lower()
-    return _ROLE_ALIASES.get(r, r or "unknown")
+    normed = _ROLE_ALIASES.get(r, r or "unknown")
+    if type(role) is str and len(_NORMED_ROLES) < 256:  # bounded: a hostile stream's roles are many
+        _NORMED_ROLES[role] = normed
+    return normed
+
+
+_NORMED_ROLES: dict[str, str] = {}
 
 
 def text_of(content: Any) -> str | None:
@@ -774,28 +798,41 @@ def message_from(item: Any) -> Message | None:
     return msg
 
 
+_TEXT_PART, _CALL_PART, _RESULT_PART = 1, 2, 3
+#: what a part's ``type`` makes it; a type not here is a part the trajectory does not keep
+_PART_KINDS: dict[str, int] = {
+    **dict.fromkeys(("text", "input_text", "output_text", ""), _TEXT_PART),
+    **dict.fromkeys(("tool_call", "tool-call", "function_call", "tool_use"), _CALL_PART),
+    **dict.fromkeys(("tool_call_response", "tool-result", "function_call_output", "tool_result"), _RESULT_PART),
+}
+
+
 def _apply_parts(msg: Message, parts: list[Any]) -> None:
     texts: list[str] = []
     for part in parts:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        if not isinstance(part, Mapping):
-            continue
-        ptype = str(part.get("type") or "")
+        if type(part) is not dict:
+            if isinstance(part, str):
+                texts.append(part)
+                continue
+            if not isinstance(part, Mapping):
+                continue
+        ptype = part.get("type") or ""
+        if type(ptype) is not str:
+            ptype = str(ptype)
         if not ptype and _apply_keyed_block(msg, part):
             continue
-        if ptype in ("text", "input_text", "output_text", ""):
-            t = part.get("content", part.get("text"))
+        kind = _PART_KINDS.get(ptype)
+        if kind == _TEXT_PART:
+            t = part["content"] if "content" in part else part.get("text")
             if isinstance(t, str):
                 texts.append(t)
-        elif ptype in ("tool_call", "tool-call", "function_call", "tool_use"):
+        elif kind == _CALL_PART:
             req = tool_call_from(part)
             if req is not None:
                 msg.tool_calls.append(req)
-        elif ptype in ("tool_call_response", "tool-result", "function_call_output", "tool_result"):
+        elif kind == _RESULT_PART:
             msg.tool_results.append(_tool_result_part(part))
-    msg.content = "\n".join(t for t in texts) if texts else None
+    msg.content = "\n".join(texts) if texts else None
 
 
 # --- content blocks keyed by their kind (Bedrock Converse, Gemini) ------------------------------
