@@ -255,7 +255,8 @@ def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
     for value in values:
         if type(value) is str:
             # an ASCII text can only hold escapes of surrogates, which all begin so
-            if (not value.isascii() or "\\ud" in value or "\\uD" in value) and may_hold_surrogates(value):
+            if (not value.isascii() or "\\u" in value and ("\\ud" in value or "\\uD" in value)) \
+                    and may_hold_surrogates(value):
                 return True
         elif type(value) is tuple and any(type(v) is str and may_hold_surrogates(v) for v in value):
             return True

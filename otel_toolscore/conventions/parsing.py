@@ -420,7 +420,7 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
     if value is None:
         return None, None, None
     raw = as_text(value)
-    if isinstance(value, Mapping):
+    if type(value) is not str and isinstance(value, Mapping):
         parsed: Any = dict(value)
     else:
         ok, parsed, unread = _try_loads(value)
@@ -544,7 +544,7 @@ def _envelope(parsed: Any) -> _Envelope | None:
     """
     if isinstance(parsed, list):
         return _content_blocks(parsed)
-    if not isinstance(parsed, dict) or not parsed:
+    if not isinstance(parsed, dict) or not parsed or _ENVELOPE_KEYS.isdisjoint(parsed):
         return None
     keys = parsed.keys()
     if len(parsed) == 1:
@@ -571,6 +571,8 @@ def _envelope(parsed: Any) -> _Envelope | None:
 
 #: single-key wrappers around one envelope: Bedrock content blocks, Gemini parts
 _ENVELOPE_WRAPPER_KEYS = frozenset({"toolResult", "function_response", "functionResponse"})
+#: every envelope object below has one of these keys (a tool's own dict usually has none)
+_ENVELOPE_KEYS = _ENVELOPE_WRAPPER_KEYS | {"type", "toolUseId", "content", "raw_output", "response", "output", "lc"}
 _ENVELOPE_TOOL_RESULT_FIELDS = frozenset({"toolUseId", "content", "status"})
 _ENVELOPE_MCP_FIELDS = frozenset({"content", "isError", "structuredContent", "_meta", "meta"})
 #: llama_index.core.tools.ToolOutput's fields (``content`` in releases before ``blocks``)
@@ -720,7 +722,9 @@ def text_of(content: Any) -> str | None:
 
 def tool_call_from(obj: Mapping[str, Any]) -> ToolCallRequest | None:
     """A tool call dict in OpenAI, GenAI-part, Vercel or LangChain shape → ToolCallRequest."""
-    fn = obj.get("function") if isinstance(obj.get("function"), Mapping) else None
+    fn = obj.get("function")
+    if fn is not None and not isinstance(fn, Mapping):
+        fn = None
     name = obj.get("name") or obj.get("toolName") or (fn or {}).get("name")
     if "arguments" in obj:
         args_value = obj["arguments"]
@@ -757,10 +761,11 @@ def messages_from_list(items: Any) -> list[Message]:
 
 
 def message_from(item: Any) -> Message | None:
-    if isinstance(item, str):
-        return Message(role="user", content=item)
-    if not isinstance(item, Mapping):
-        return None
+    if type(item) is not dict:
+        if isinstance(item, str):
+            return Message(role="user", content=item)
+        if not isinstance(item, Mapping):
+            return None
     if item.get("lc") == 1 and isinstance(item.get("kwargs"), Mapping):
         return _langchain_message(item)
     if "data" in item and "type" in item and isinstance(item.get("data"), Mapping):
