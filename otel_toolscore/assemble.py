@@ -60,9 +60,19 @@ class _Tree:
     children: dict[str | None, list[SpanFacts]]
     roots: list[SpanFacts]
     problems: list[str] = field(default_factory=list)
+    #: ``walk`` of each span asked, by span id: finding runs and building each walk the same
+    #: subtrees; cleared while the tree still changes (``_build_tree`` cutting cycles)
+    walks: dict[str, list[SpanFacts]] = field(default_factory=dict)
 
     def walk(self, top: SpanFacts) -> list[SpanFacts]:
-        """Pre-order, children by (start time, input order); iterative so depth cannot overflow."""
+        """Pre-order, children by (start time, input order); iterative so depth cannot overflow.
+        The list is shared between callers: read it, never change it."""
+        out = self.walks.get(top.span_id)
+        if out is None:
+            out = self.walks[top.span_id] = self._walk(top)
+        return out
+
+    def _walk(self, top: SpanFacts) -> list[SpanFacts]:
         out: list[SpanFacts] = []
         stack = [top]
         while stack:
@@ -100,7 +110,12 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
     roots.sort(key=_sort_key)
     tree = _Tree(facts=facts, children=children, roots=roots, problems=problems)
     # Spans on a parent cycle are unreachable from any root: cut each cycle at its earliest span.
+    # (Each span is on one children list at most, so the roots' walks are disjoint: when they
+    # hold as many spans as the trace, every span is reached.)
     reached = {f.span_id for r in roots for f in tree.walk(r)}
+    if len(reached) == len(facts):
+        return tree
+    tree.walks.clear()
     for f in sorted(facts.values(), key=_sort_key):
         if f.span_id in reached:
             continue
@@ -110,7 +125,7 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
             siblings.remove(f)
         f.parent_id = None
         roots.append(f)
-        reached.update(x.span_id for x in tree.walk(f))
+        reached.update(x.span_id for x in tree._walk(f))
     roots.sort(key=_sort_key)
     return tree
 
