@@ -258,6 +258,19 @@ class ReadMemo:
             self._values[k] = convert(text)
         return self._values[k]
 
+    def read_once(self, key: str, text: str, read: Callable[[str], _T]) -> _T:
+        """``read(text)``, once per distinct text unless reading it left a value unread (that
+        is noted for each span that holds it: ``collect_unread``)."""
+        k = (key, text)
+        if k in self._values:
+            return self._values[k]  # type: ignore[no-any-return]
+        found = _unread.get()
+        before = len(found) if found is not None else -1
+        value = read(text)
+        if found is not None and len(found) == before:
+            self._values[k] = value
+        return value
+
     def json_list(self, key: str, text: str, convert: Callable[[list[Any]], list[Any]],
                   continues: str | None = None) -> list[Any] | None:
         """``convert(json.loads(text))`` for stripped text that starts with ``[`` and parses to a
@@ -471,8 +484,17 @@ def read_result(value: Any) -> ResultRead:
 
     The value is parsed (JSON or a Python repr; unparseable text stays a string result), then
     taken out of the envelopes frameworks put around it (``unwrap_result``), keeping their
-    error flags.
+    error flags. Inside ``shared_memo`` a text is read once: a result's text is on its tool span
+    and again in every later model input.
     """
+    if type(value) is str:
+        memo = _memo.get()
+        if memo is not None:
+            return memo.read_once("result", value, _read_result)
+    return _read_result(value)
+
+
+def _read_result(value: Any) -> ResultRead:
     if value is None:
         return ResultRead(None, None, None)
     raw = as_text(value)
