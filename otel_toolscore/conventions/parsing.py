@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import fields, is_dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
@@ -56,6 +56,15 @@ _TOO_DEEP_TEXT = f"<a value nested deeper than {MAX_DEPTH} levels>"
 
 
 _CONTAINERS = frozenset({list, dict, tuple, set, frozenset})
+#: types that are never a Mapping: asked first, they spare ``isinstance(x, Mapping)`` its ABC
+#: check (a Python-level ``__instancecheck__``), which the readers would make for nearly every value
+_NOT_MAPPINGS = frozenset({str, list, tuple, int, float, bool, bytes, type(None)})
+
+
+def _is_mapping(value: Any) -> TypeGuard[Mapping[Any, Any]]:
+    """``isinstance(value, Mapping)``, without the ABC check for the types JSON gives."""
+    kind = type(value)
+    return kind is dict or (kind not in _NOT_MAPPINGS and isinstance(value, Mapping))
 
 
 def nested_deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
@@ -433,7 +442,7 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
     if value is None:
         return None, None, None
     raw = as_text(value)
-    if type(value) is not str and isinstance(value, Mapping):
+    if type(value) is not str and _is_mapping(value):
         parsed: Any = dict(value)
     else:
         ok, parsed, unread = _try_loads(value)
@@ -724,17 +733,17 @@ def text_of(content: Any) -> str | None:
         return None
     if isinstance(content, str):
         return content
-    if isinstance(content, Mapping):
+    if _is_mapping(content):
         for key in ("content", "text"):
             if isinstance(content.get(key), str):
                 return content[key]
         return None
-    if isinstance(content, Sequence):
+    if type(content) is list or isinstance(content, Sequence):
         texts = []
         for part in content:
             if isinstance(part, str):
                 texts.append(part)
-            elif isinstance(part, Mapping) and part.get("type") in (None, "text", "input_text", "output_text"):
+            elif _is_mapping(part) and part.get("type") in (None, "text", "input_text", "output_text"):
                 t = part.get("text", part.get("content"))
                 if isinstance(t, str):
                     texts.append(t)
@@ -745,7 +754,7 @@ def text_of(content: Any) -> str | None:
 def tool_call_from(obj: Mapping[str, Any]) -> ToolCallRequest | None:
     """A tool call dict in OpenAI, GenAI-part, Vercel or LangChain shape → ToolCallRequest."""
     fn = obj.get("function")
-    if fn is not None and not isinstance(fn, Mapping):
+    if fn is not None and not _is_mapping(fn):
         fn = None
     name = obj.get("name") or obj.get("toolName") or (fn or {}).get("name")
     if "arguments" in obj:
@@ -786,11 +795,11 @@ def message_from(item: Any) -> Message | None:
     if type(item) is not dict:
         if isinstance(item, str):
             return Message(role="user", content=item)
-        if not isinstance(item, Mapping):
+        if not _is_mapping(item):
             return None
-    if item.get("lc") == 1 and isinstance(item.get("kwargs"), Mapping):
+    if item.get("lc") == 1 and _is_mapping(item.get("kwargs")):
         return _langchain_message(item)
-    if "data" in item and "type" in item and isinstance(item.get("data"), Mapping):
+    if "data" in item and "type" in item and _is_mapping(item.get("data")):
         # LangChain messages_to_dict form: {"type": "human", "data": {...}}
         data = dict(item["data"])
         data.setdefault("type", item["type"])
@@ -806,7 +815,7 @@ def message_from(item: Any) -> Message | None:
     else:
         msg.content = text_of(content)
     for tc in item.get("tool_calls") or []:
-        if isinstance(tc, Mapping):
+        if _is_mapping(tc):
             req = tool_call_from(tc)
             if req is not None:
                 msg.tool_calls.append(req)
@@ -841,7 +850,7 @@ def _apply_parts(msg: Message, parts: list[Any]) -> None:
             if isinstance(part, str):
                 texts.append(part)
                 continue
-            if not isinstance(part, Mapping):
+            if not _is_mapping(part):
                 continue
         ptype = part.get("type") or ""
         if type(ptype) is not str:
@@ -889,7 +898,7 @@ _PART_TYPES = frozenset({
 def _keyed(part: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any] | None:
     for key in keys:
         value = part.get(key)
-        if isinstance(value, Mapping):
+        if _is_mapping(value):
             return value
     return None
 
@@ -929,7 +938,7 @@ def _apply_keyed_block(msg: Message, part: Mapping[str, Any]) -> bool:
 def is_content_block(item: Any) -> bool:
     """A message part in any shape the readers take apart: typed (``{"type": "text", …}``) or
     keyed by its kind (``{"text": …}``, ``{"toolUse": {…}}``, ``{"function_call": {…}}``)."""
-    if not isinstance(item, Mapping) or not item:
+    if not _is_mapping(item) or not item:
         return False
     ptype = item.get("type")
     if ptype is not None:
@@ -961,7 +970,7 @@ def _tool_result_part(part: Mapping[str, Any]) -> ToolResultPart:
     elif "output" in part:
         value = part["output"]
         # Vercel AI SDK: {"type": "json"|"text"|"error-text"|"error-json", "value": …}
-        if isinstance(value, Mapping) and "type" in value and "value" in value:
+        if _is_mapping(value) and "type" in value and "value" in value:
             is_error = str(value["type"]).startswith("error")
             value = value["value"]
     else:
@@ -998,7 +1007,7 @@ def _langchain_message(item: Mapping[str, Any]) -> Message:
         return msg
     msg.content = text_of(kw.get("content"))
     for tc in kw.get("tool_calls") or []:
-        if isinstance(tc, Mapping):
+        if _is_mapping(tc):
             req = tool_call_from(tc)
             if req is not None:
                 msg.tool_calls.append(req)
@@ -1055,10 +1064,10 @@ def read_text_tool_messages(messages: list[Message]) -> list[Message]:
 def _echoed_call(item: Any) -> ToolCallRequest | None:
     """One ``{"id", "type", "function": {"name", "arguments"}}`` of a smolagents echo, when it is
     a function call with object arguments."""
-    if not isinstance(item, Mapping) or not isinstance(item.get("function"), Mapping):
+    if not _is_mapping(item) or not _is_mapping(item.get("function")):
         return None
     fn = item["function"]
-    if not isinstance(fn.get("arguments"), Mapping) or not fn.get("name"):
+    if not _is_mapping(fn.get("arguments")) or not fn.get("name"):
         return None
     return tool_call_from(item)
 
@@ -1092,10 +1101,10 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
     obj = loads(obj) if isinstance(obj, str) and obj[:1] in "{[" else obj
     if isinstance(obj, str):
         return ToolDefinition(name=obj) if obj else None
-    if not isinstance(obj, Mapping):
+    if not _is_mapping(obj):
         return None
     for wrapper in _DEFINITION_WRAPPERS:
-        if isinstance(obj.get(wrapper), Mapping):
+        if _is_mapping(obj.get(wrapper)):
             obj = obj[wrapper]
             break
     name = obj.get("name")
@@ -1106,7 +1115,7 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
     if nested_deeper_than(params):
         _note_unread(params, _TOO_DEEP)
         params = None
-    if isinstance(params, Mapping):
+    if _is_mapping(params):
         for wrapper in _SCHEMA_WRAPPERS:
             if wrapper in params and len(params) <= (2 if wrapper == "jsonSchema" else 1):
                 inner = params[wrapper]
@@ -1115,7 +1124,7 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
     return ToolDefinition(
         name=str(name),
         description=opt_str(obj.get("description")),
-        parameters=dict(params) if isinstance(params, Mapping) else None,
+        parameters=dict(params) if _is_mapping(params) else None,
         deprecated=bool(obj.get("deprecated", False)),
         replaced_by=opt_str(obj.get("replaced_by")),
     )
@@ -1131,7 +1140,7 @@ def _tool_definitions_from(value: Any) -> list[ToolDefinition]:
     out = []
     for item in parse_json_list(value):
         # Gemini groups its declarations: [{"function_declarations": [...]}, {"google_search": {}}]
-        group = _keyed_list(item, _DECLARATION_GROUPS) if isinstance(item, Mapping) else None
+        group = _keyed_list(item, _DECLARATION_GROUPS) if _is_mapping(item) else None
         for one in group if group is not None else (item,):
             d = tool_definition_from(one)
             if d is not None:
@@ -1157,7 +1166,7 @@ def is_json_schema(value: Any) -> bool:
     """Could the value be a JSON Schema (rather than, say, the arguments of one call)? An empty
     object, or one whose ``type`` is a JSON type (Gemini writes them upper-case) or list of
     them, whose ``properties`` is an object, or that uses a keyword only schemas use."""
-    if not isinstance(value, Mapping):
+    if not _is_mapping(value):
         return False
     if not value:
         return True
@@ -1166,6 +1175,6 @@ def is_json_schema(value: Any) -> bool:
         return True
     if isinstance(t, list) and t and all(isinstance(x, str) and x.lower() in _JSON_TYPES for x in t):
         return True
-    if isinstance(value.get("properties"), Mapping):
+    if _is_mapping(value.get("properties")):
         return True
     return any(k in value for k in _SCHEMA_ONLY_KEYWORDS)
