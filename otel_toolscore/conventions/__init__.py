@@ -41,6 +41,7 @@ from otel_toolscore.conventions.parsing import (
     result_error,
     shared_memo,
     stop_collecting,
+    text_may_hold_surrogates,
 )
 
 #: most specific first: the first convention that states a role decides it
@@ -254,9 +255,7 @@ def _may_hold_surrogates(span: ReadableSpan, attrs: Attributes, keys: _Keys) -> 
 def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
     for value in values:
         if type(value) is str:
-            # an ASCII text can only hold escapes of surrogates, which all begin so
-            if (not value.isascii() or "\\u" in value and ("\\ud" in value or "\\uD" in value)) \
-                    and may_hold_surrogates(value):
+            if text_may_hold_surrogates(value):
                 return True
         elif type(value) is tuple and any(type(v) is str and may_hold_surrogates(v) for v in value):
             return True

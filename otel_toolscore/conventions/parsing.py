@@ -254,11 +254,35 @@ class ReadMemo:
     shared between spans, never mutated.
     """
 
-    __slots__ = ("_lists", "_values")
+    __slots__ = ("_clean", "_extends", "_lists", "_values")
 
     def __init__(self) -> None:
         self._lists: dict[str, list[tuple[str, list[Any]]]] = {}
         self._values: dict[tuple[str, str], Any] = {}
+        # Both by id, not by text (hashing a long text costs more than searching it); each
+        # holds its texts, so that an id stays theirs while the memo lives.
+        #: id(text) → (text, an earlier text it extends: it starts with all of that one but its last character)
+        self._extends: dict[int, tuple[str, str]] = {}
+        #: id(text) → a long text found to hold no surrogate, raw or escaped
+        self._clean: dict[int, str] = {}
+
+    def may_hold_surrogates(self, text: str) -> bool:
+        """``may_hold_surrogates(text)``; a text that extends one found clean is searched only
+        where it differs: each LLM span's history repeats the one before it."""
+        if self._clean.get(id(text)) is text:
+            return False
+        if not text.isascii():
+            return may_hold_surrogates(text)
+        rest = text
+        extends = self._extends.get(id(text))
+        if extends is not None and extends[0] is text and self._clean.get(id(extends[1])) is extends[1]:
+            # An escape ("\\ud…") is three characters: one outside the part shared with the
+            # clean text begins at most two before that part's end.
+            rest = text[max(len(extends[1]) - 4, 0) :]
+        if ("\\ud" in rest or "\\uD" in rest) and may_hold_surrogates(text):
+            return True
+        self._clean[id(text)] = text
+        return False
 
     def value(self, key: str, text: str, convert: Callable[[str], _T]) -> _T:
         """``convert(text)``, once per distinct text."""
@@ -303,6 +327,7 @@ class ReadMemo:
                 best = prev
         items: list[Any] | None = None
         if best is not None:
+            self._extends[id(text)] = (text, best[0])
             rest = text[len(best[0]) - 1 :].lstrip(_JSON_WS)
             if rest[:1] == ",":
                 added = self._continued(continues, rest[1:].lstrip(_JSON_WS), convert) if continues else None
@@ -387,6 +412,22 @@ def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]]
     if not ok or not isinstance(parsed, list):
         return None
     return convert(parsed)
+
+
+#: texts shorter than this are searched whole: asking the memo would cost more
+_LONG_TEXT = 1024
+
+
+def text_may_hold_surrogates(text: str) -> bool:
+    """``may_hold_surrogates``; inside ``shared_memo``, a long text that extends an earlier one
+    found clean (a growing chat history) is searched only in what it adds."""
+    if len(text) < _LONG_TEXT:
+        # most texts are ASCII and an ASCII text can only hold escapes of surrogates, which all
+        # begin so: C-level checks rule nearly all of them out without a call
+        return (not text.isascii() or "\\u" in text and ("\\ud" in text or "\\uD" in text)) \
+            and may_hold_surrogates(text)
+    memo = _memo.get()
+    return memo.may_hold_surrogates(text) if memo is not None else may_hold_surrogates(text)
 
 
 def memoized(key: str, value: Any, convert: Callable[[Any], _T]) -> _T:
