@@ -13,6 +13,7 @@ become ``Trajectory.problems`` entries.
 from __future__ import annotations
 
 import json
+import operator
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -422,6 +423,9 @@ class _CallBuilder:
         #: same message objects (ReadMemo), and resolve to the same calls.
         self._resolved: dict[int, tuple[Message, list[ToolCall | None]]] = {}
         self._scope = _Scope()
+        #: the last LLM span's own history and the echo counts, unanswered calls and id-less
+        #: result count its messages left (``add_llm``): the next span's history repeats it
+        self._after_history: tuple[list[Message], dict[str, int], dict[str, deque[ToolCall]], int] | None = None
         self._seq = 0
         self.problems: list[str] = []
         # Indexes that keep matching linear in the number of calls (a run may echo thousands of
@@ -474,7 +478,18 @@ class _CallBuilder:
         #: id → calls echoed in this input and not yet answered there, in order
         pending: dict[str, deque[ToolCall]] = defaultdict(deque)
         idless = 0
-        for m in self._scope.own_history(inputs):
+        history = self._scope.own_history(inputs)
+        start = 0
+        if self._after_history is not None:
+            # A history that begins with the last span's (the same message objects) leaves, over
+            # that part, what it left there: its messages resolve to the calls they resolved to.
+            # Only what the history adds is walked, so a run's model calls cost linear time.
+            before, before_seen, before_pending, before_idless = self._after_history
+            if len(before) <= len(history) and all(map(operator.is_, before, history)):
+                seen.update(before_seen)
+                pending.update((k, deque(q)) for k, q in before_pending.items() if q)
+                idless, start = before_idless, len(before)
+        for m in history[start:] if start else history:
             if not m.tool_calls and not m.tool_results:
                 continue
             resolved = self._resolved.get(id(m))
@@ -504,6 +519,7 @@ class _CallBuilder:
                     targets.append(answered)
             if not known:
                 self._resolved[id(m)] = (m, targets)
+        self._after_history = (history, seen, pending, idless)
         offered = [d.name for d in f.tool_definitions] if f.tool_definitions else None
         requested: list[str] = []
         for m in outputs:
