@@ -13,6 +13,7 @@ become ``Trajectory.problems`` entries.
 from __future__ import annotations
 
 import json
+import operator
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -60,9 +61,19 @@ class _Tree:
     children: dict[str | None, list[SpanFacts]]
     roots: list[SpanFacts]
     problems: list[str] = field(default_factory=list)
+    #: ``walk`` of each span asked, by span id: finding runs and building each walk the same
+    #: subtrees; cleared while the tree still changes (``_build_tree`` cutting cycles)
+    walks: dict[str, list[SpanFacts]] = field(default_factory=dict)
 
     def walk(self, top: SpanFacts) -> list[SpanFacts]:
-        """Pre-order, children by (start time, input order); iterative so depth cannot overflow."""
+        """Pre-order, children by (start time, input order); iterative so depth cannot overflow.
+        The list is shared between callers: read it, never change it."""
+        out = self.walks.get(top.span_id)
+        if out is None:
+            out = self.walks[top.span_id] = self._walk(top)
+        return out
+
+    def _walk(self, top: SpanFacts) -> list[SpanFacts]:
         out: list[SpanFacts] = []
         stack = [top]
         while stack:
@@ -100,7 +111,12 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
     roots.sort(key=_sort_key)
     tree = _Tree(facts=facts, children=children, roots=roots, problems=problems)
     # Spans on a parent cycle are unreachable from any root: cut each cycle at its earliest span.
+    # (Each span is on one children list at most, so the roots' walks are disjoint: when they
+    # hold as many spans as the trace, every span is reached.)
     reached = {f.span_id for r in roots for f in tree.walk(r)}
+    if len(reached) == len(facts):
+        return tree
+    tree.walks.clear()
     for f in sorted(facts.values(), key=_sort_key):
         if f.span_id in reached:
             continue
@@ -110,7 +126,7 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
             siblings.remove(f)
         f.parent_id = None
         roots.append(f)
-        reached.update(x.span_id for x in tree.walk(f))
+        reached.update(x.span_id for x in tree._walk(f))
     roots.sort(key=_sort_key)
     return tree
 
@@ -407,6 +423,9 @@ class _CallBuilder:
         #: same message objects (ReadMemo), and resolve to the same calls.
         self._resolved: dict[int, tuple[Message, list[ToolCall | None]]] = {}
         self._scope = _Scope()
+        #: the last LLM span's own history and the echo counts, unanswered calls and id-less
+        #: result count its messages left (``add_llm``): the next span's history repeats it
+        self._after_history: tuple[list[Message], dict[str, int], dict[str, deque[ToolCall]], int] | None = None
         self._seq = 0
         self.problems: list[str] = []
         # Indexes that keep matching linear in the number of calls (a run may echo thousands of
@@ -459,7 +478,18 @@ class _CallBuilder:
         #: id → calls echoed in this input and not yet answered there, in order
         pending: dict[str, deque[ToolCall]] = defaultdict(deque)
         idless = 0
-        for m in self._scope.own_history(inputs):
+        history = self._scope.own_history(inputs)
+        start = 0
+        if self._after_history is not None:
+            # A history that begins with the last span's (the same message objects) leaves, over
+            # that part, what it left there: its messages resolve to the calls they resolved to.
+            # Only what the history adds is walked, so a run's model calls cost linear time.
+            before, before_seen, before_pending, before_idless = self._after_history
+            if len(before) <= len(history) and all(map(operator.is_, before, history)):
+                seen.update(before_seen)
+                pending.update((k, deque(q)) for k, q in before_pending.items() if q)
+                idless, start = before_idless, len(before)
+        for m in history[start:] if start else history:
             if not m.tool_calls and not m.tool_results:
                 continue
             resolved = self._resolved.get(id(m))
@@ -489,6 +519,7 @@ class _CallBuilder:
                     targets.append(answered)
             if not known:
                 self._resolved[id(m)] = (m, targets)
+        self._after_history = (history, seen, pending, idless)
         offered = [d.name for d in f.tool_definitions] if f.tool_definitions else None
         requested: list[str] = []
         for m in outputs:

@@ -358,3 +358,28 @@ def test_the_run_carries_the_service_name_of_its_agent_span() -> None:
                                   resource=Resource.create({"service.name": "checkout-api"})) for s in spans]
     assert one(with_resource).service_name == "checkout-api"
     assert one(spans).service_name is None  # the SDK's unknown_service default names no app
+
+
+# A model call's history that repeats the one before it is walked only in what it adds
+# (``_CallBuilder.add_llm``): what the repeated part leaves (unanswered calls, echo counts) holds.
+
+
+def test_results_in_a_later_input_answer_the_calls_echoed_before_in_order() -> None:
+    # two calls under one id (models reuse ids), answered only in the next model call's input
+    asked = [user("q"), calls(("c1", "f", {"a": 1}), ("c1", "f", {"a": 2}))]
+    run = one([
+        agent(1, "a"),
+        chat(2, 1, 10, asked, [answer("wait")]),
+        chat(3, 1, 20, [*asked, results(("c1", "r1"), ("c1", "r2"))], [answer("done")]),
+    ])
+    assert [(c.arguments, c.result) for c in run.tool_calls] == [({"a": 1}, "r1"), ({"a": 2}, "r2")]
+
+
+def test_a_call_echoed_again_after_the_repeated_history_is_a_second_call() -> None:
+    first = [user("q"), calls(("x", "f", {"a": 1})), results(("x", "r1"))]
+    run = one([
+        agent(1, "a"),
+        chat(2, 1, 10, first, [answer("again")]),
+        chat(3, 1, 20, [*first, calls(("x", "f", {"a": 1})), results(("x", "r2"))], [answer("done")]),
+    ])
+    assert [c.result for c in run.tool_calls] == ["r1", "r2"]

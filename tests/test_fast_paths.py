@@ -145,6 +145,43 @@ def test_edge_cases_of_extension(earlier: str, later: str) -> None:
     assert got == [_plain(earlier), _plain(later)]
 
 
+@settings(max_examples=200, deadline=None)
+@given(turns=st.lists(st.sampled_from(["a" * 700, "b\ud83d", "\udc00c", "\ud83d\ude00", "d\u00e9", "x"]),
+                      min_size=1, max_size=8),
+       ascii_only=st.booleans())
+def test_a_growing_history_is_searched_for_surrogates_as_a_whole_text_is(turns: list[str], ascii_only: bool) -> None:
+    # each text extends the one before (searched only in what it adds, once it is long); a turn
+    # may add a lone surrogate
+    turns = ["a" * 700, "a" * 700, *turns]
+    with p.shared_memo():
+        for n in range(1, len(turns) + 1):
+            text = json.dumps([{"role": "user", "content": t} for t in turns[:n]], ensure_ascii=ascii_only)
+            p.json_list_of(text, "in", _convert_messages)
+            assert p.text_may_hold_surrogates(text) == p.may_hold_surrogates(text)
+
+
+def _tool_span(span_id: int, result: str) -> ReadableSpan:
+    return ReadableSpan(name="execute_tool f", context=SpanContext(1, span_id, False, TraceFlags(1)),
+                        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f",
+                                    "gen_ai.tool.call.result": result})
+
+
+def test_a_result_text_met_again_in_a_trace_is_read_once() -> None:
+    text = '{"temperature": 21, "rows": [1, 2]}'
+    first, second = read_trace([_tool_span(2, text), _tool_span(3, text)])
+    assert first.tool is not None and second.tool is not None
+    assert second.tool.result is first.tool.result == {"temperature": 21, "rows": [1, 2]}
+
+
+def test_a_result_text_left_unread_is_named_on_every_span_that_holds_it() -> None:
+    deep = "[" * (p.MAX_DEPTH + 5) + "]" * (p.MAX_DEPTH + 5)
+    facts = read_trace([_tool_span(2, deep), _tool_span(3, deep)])
+    alone = [read_span(_tool_span(2, deep)), read_span(_tool_span(3, deep), 1)]
+    assert _facts_of(facts) == _facts_of(alone)
+    for f in facts:
+        assert any("gen_ai.tool.call.result was not read" in problem for problem in f.problems)
+
+
 # --- attributes read from the SDK's dict ----------------------------------------------------------
 
 ATTRIBUTE_SETS: list[dict[str, Any]] = [

@@ -13,7 +13,6 @@ line in ``CONVENTIONS``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import repeat
 from types import MappingProxyType
 from typing import Any
 
@@ -42,6 +41,7 @@ from otel_toolscore.conventions.parsing import (
     result_error,
     shared_memo,
     stop_collecting,
+    text_may_hold_surrogates,
 )
 
 #: most specific first: the first convention that states a role decides it
@@ -136,8 +136,39 @@ _stated_kind: Callable[[Attributes], str | None] = _compile_stated(
 )
 
 
-def _hex(value: int, width: int) -> str:
-    return format(value, f"0{width}x")
+class _Keys:
+    """What a span's set of attribute keys alone tells ``read_span``, worked out once per set:
+    an emitter writes the same few key sets on span after span."""
+
+    __slots__ = ("expectations", "gated", "may_hold_surrogates")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.gated = _gated_by_keys(keys)
+        #: the ``toolscore.*`` keys, in the span's order
+        self.expectations = tuple(k for k in keys if k.startswith(sc.TOOLSCORE_PREFIX))
+        self.may_hold_surrogates = not all(map(str.isascii, keys)) and any(map(may_hold_surrogates, keys))
+
+
+_KEY_SETS: dict[tuple[str, ...], _Keys] = {}
+
+
+def _keys_of(attrs: Attributes) -> _Keys:
+    keys = tuple(attrs)
+    known = _KEY_SETS.get(keys)
+    if known is None:
+        known = _Keys(keys)
+        if len(_KEY_SETS) < 4096:  # the key sets real emitters produce are few; a hostile stream's are not
+            _KEY_SETS[keys] = known
+    return known
+
+
+def _gated_by_keys(keys: tuple[str, ...]) -> tuple[Convention, ...] | None:
+    """``_gated`` for a span whose name starts with no convention's span names, or None when
+    that depends on the name (the keys pass no gate: a name alone may)."""
+    if _GATE_KEYS.isdisjoint(keys):
+        return None
+    present = _GATE_KEYS.intersection(keys)
+    return tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present))
 
 
 def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
@@ -160,8 +191,8 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     ctx = span.context
     parent = span.parent
     facts = SpanFacts(
-        span_id=_hex(ctx.span_id, 16) if ctx is not None else f"#{order}",
-        parent_id=_hex(parent.span_id, 16) if parent is not None else None,
+        span_id=f"{ctx.span_id:016x}" if ctx is not None else f"#{order}",
+        parent_id=f"{parent.span_id:016x}" if parent is not None else None,
         name=span.name or "",
         start=span.start_time or 0,
         end=span.end_time or span.start_time or 0,
@@ -174,7 +205,11 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     token = collect_unread(unread)
     # what the span states outright decides its role; else the first convention that states one
     facts.role = _stated_role(attrs)
-    gated = _gated(facts.name, raw)
+    keys = _keys_of(attrs)
+    if keys.gated is not None and not facts.name.startswith(_GATE_NAMES):
+        gated = keys.gated
+    else:
+        gated = _gated(facts.name, raw)
     try:
         for convention in gated:
             try:
@@ -199,23 +234,19 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     if facts.role == "agent":  # only run spans need it (reports show which app a run came from)
         facts.service_name = _service_name(span)
     _read_failure(span, facts)
-    if any(map(str.startswith, attrs, repeat(sc.TOOLSCORE_PREFIX))):
-        for key, value in attrs.items():
-            if key.startswith(sc.TOOLSCORE_PREFIX):
-                facts.expectations[key] = value
+    for key in keys.expectations:
+        facts.expectations[key] = attrs[key]
     # A span no reader recognised gives the run only its name (in problems): look at that alone.
-    if _may_hold_surrogates(span, attrs) if facts.conventions else may_hold_surrogates(facts.name):
+    if _may_hold_surrogates(span, attrs, keys) if facts.conventions else may_hold_surrogates(facts.name):
         clean_strings(facts)
     return facts
 
 
-def _may_hold_surrogates(span: ReadableSpan, attrs: Attributes) -> bool:
+def _may_hold_surrogates(span: ReadableSpan, attrs: Attributes, keys: _Keys) -> bool:
     """Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
     Rare; when so, what was read is cleaned rather than every reader guarding its output.
     Most texts are ASCII without a ``\\u`` escape, which two C-level checks tell."""
-    if _texts_may_hold_surrogates(attrs.values()) or not all(map(str.isascii, attrs)) and any(
-        map(may_hold_surrogates, attrs)
-    ):
+    if keys.may_hold_surrogates or _texts_may_hold_surrogates(attrs.values()):
         return True
     name = span.name or ""
     if not name.isascii() and may_hold_surrogates(name):
@@ -235,7 +266,7 @@ def _may_hold_surrogates(span: ReadableSpan, attrs: Attributes) -> bool:
 def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
     for value in values:
         if type(value) is str:
-            if (not value.isascii() or "\\u" in value) and may_hold_surrogates(value):
+            if text_may_hold_surrogates(value):
                 return True
         elif type(value) is tuple and any(type(v) is str and may_hold_surrogates(v) for v in value):
             return True

@@ -77,11 +77,13 @@ def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
 
 
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
-    events = _deprecated_events(span)
-    content = event_content(span) if span.events else {}
-    # what the span's attributes hold wins over the same attribute in an event
-    for key in attrs:
-        content.pop(key, None)
+    span_events = span.events
+    events = _deprecated_events(span) if span_events else []
+    content = event_content(span) if span_events else {}
+    if content:
+        # what the span's attributes hold wins over the same attribute in an event
+        for key in attrs:
+            content.pop(key, None)
     has_messages = (sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
                     or sc.GEN_AI_INPUT_MESSAGES in content or sc.GEN_AI_OUTPUT_MESSAGES in content)
     facts.note(NAME if not events else NAME + "_events")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import fields, is_dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
@@ -56,6 +56,15 @@ _TOO_DEEP_TEXT = f"<a value nested deeper than {MAX_DEPTH} levels>"
 
 
 _CONTAINERS = frozenset({list, dict, tuple, set, frozenset})
+#: types that are never a Mapping: asked first, they spare ``isinstance(x, Mapping)`` its ABC
+#: check (a Python-level ``__instancecheck__``), which the readers would make for nearly every value
+_NOT_MAPPINGS = frozenset({str, list, tuple, int, float, bool, bytes, type(None)})
+
+
+def _is_mapping(value: Any) -> TypeGuard[Mapping[Any, Any]]:
+    """``isinstance(value, Mapping)``, without the ABC check for the types JSON gives."""
+    kind = type(value)
+    return kind is dict or (kind not in _NOT_MAPPINGS and isinstance(value, Mapping))
 
 
 def nested_deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
@@ -73,6 +82,19 @@ def nested_deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
         level = [child for item in level for child in (item.values() if type(item) is dict else item)
                  if type(child) in _CONTAINERS]
     return False
+
+
+#: JSON or a repr writes at least two characters (an opening and a closing bracket) per level
+#: of nesting, so a text shorter than this cannot hold a value nested deeper than ``MAX_DEPTH``
+_SHALLOW_TEXT = 2 * (MAX_DEPTH + 1)
+
+
+def _deeper_than_max(parsed: Any, raw: str | None) -> bool:
+    """``nested_deeper_than(parsed)`` for a value read from (or encoded as) ``raw``: the walk
+    is skipped when the text is too short to nest that deep (nearly every argument and result)."""
+    if raw is not None and len(raw) < _SHALLOW_TEXT and raw is not _TOO_DEEP_TEXT:
+        return False
+    return nested_deeper_than(parsed)
 
 
 # --- text UTF-8 cannot carry ------------------------------------------------------------------
@@ -232,11 +254,35 @@ class ReadMemo:
     shared between spans, never mutated.
     """
 
-    __slots__ = ("_lists", "_values")
+    __slots__ = ("_clean", "_extends", "_lists", "_values")
 
     def __init__(self) -> None:
         self._lists: dict[str, list[tuple[str, list[Any]]]] = {}
         self._values: dict[tuple[str, str], Any] = {}
+        # Both by id, not by text (hashing a long text costs more than searching it); each
+        # holds its texts, so that an id stays theirs while the memo lives.
+        #: id(text) → (text, an earlier text it extends: it starts with all of that one but its last character)
+        self._extends: dict[int, tuple[str, str]] = {}
+        #: id(text) → a long text found to hold no surrogate, raw or escaped
+        self._clean: dict[int, str] = {}
+
+    def may_hold_surrogates(self, text: str) -> bool:
+        """``may_hold_surrogates(text)``; a text that extends one found clean is searched only
+        where it differs: each LLM span's history repeats the one before it."""
+        if self._clean.get(id(text)) is text:
+            return False
+        if not text.isascii():
+            return may_hold_surrogates(text)
+        rest = text
+        extends = self._extends.get(id(text))
+        if extends is not None and extends[0] is text and self._clean.get(id(extends[1])) is extends[1]:
+            # An escape ("\\ud…") is three characters: one outside the part shared with the
+            # clean text begins at most two before that part's end.
+            rest = text[max(len(extends[1]) - 4, 0) :]
+        if ("\\ud" in rest or "\\uD" in rest) and may_hold_surrogates(text):
+            return True
+        self._clean[id(text)] = text
+        return False
 
     def value(self, key: str, text: str, convert: Callable[[str], _T]) -> _T:
         """``convert(text)``, once per distinct text."""
@@ -244,6 +290,19 @@ class ReadMemo:
         if k not in self._values:
             self._values[k] = convert(text)
         return self._values[k]
+
+    def read_once(self, key: str, text: str, read: Callable[[str], _T]) -> _T:
+        """``read(text)``, once per distinct text unless reading it left a value unread (that
+        is noted for each span that holds it: ``collect_unread``)."""
+        k = (key, text)
+        if k in self._values:
+            return self._values[k]  # type: ignore[no-any-return]
+        found = _unread.get()
+        before = len(found) if found is not None else -1
+        value = read(text)
+        if found is not None and len(found) == before:
+            self._values[k] = value
+        return value
 
     def json_list(self, key: str, text: str, convert: Callable[[list[Any]], list[Any]],
                   continues: str | None = None) -> list[Any] | None:
@@ -268,6 +327,7 @@ class ReadMemo:
                 best = prev
         items: list[Any] | None = None
         if best is not None:
+            self._extends[id(text)] = (text, best[0])
             rest = text[len(best[0]) - 1 :].lstrip(_JSON_WS)
             if rest[:1] == ",":
                 added = self._continued(continues, rest[1:].lstrip(_JSON_WS), convert) if continues else None
@@ -354,6 +414,22 @@ def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]]
     return convert(parsed)
 
 
+#: texts shorter than this are searched whole: asking the memo would cost more
+_LONG_TEXT = 1024
+
+
+def text_may_hold_surrogates(text: str) -> bool:
+    """``may_hold_surrogates``; inside ``shared_memo``, a long text that extends an earlier one
+    found clean (a growing chat history) is searched only in what it adds."""
+    if len(text) < _LONG_TEXT:
+        # most texts are ASCII and an ASCII text can only hold escapes of surrogates, which all
+        # begin so: C-level checks rule nearly all of them out without a call
+        return (not text.isascii() or "\\u" in text and ("\\ud" in text or "\\uD" in text)) \
+            and may_hold_surrogates(text)
+    memo = _memo.get()
+    return memo.may_hold_surrogates(text) if memo is not None else may_hold_surrogates(text)
+
+
 def memoized(key: str, value: Any, convert: Callable[[Any], _T]) -> _T:
     """``convert(value)``; inside ``shared_memo``, once per distinct string value."""
     memo = _memo.get()
@@ -407,13 +483,13 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
     if value is None:
         return None, None, None
     raw = as_text(value)
-    if isinstance(value, Mapping):
+    if type(value) is not str and _is_mapping(value):
         parsed: Any = dict(value)
     else:
         ok, parsed, unread = _try_loads(value)
         if not ok:
             return None, raw, f"arguments were not read: {unread}" if unread else "arguments are not JSON"
-    if nested_deeper_than(parsed):
+    if _deeper_than_max(parsed, raw):
         _note_unread(value, _TOO_DEEP)
         return None, raw, f"arguments were not read: {_TOO_DEEP}"
     parsed = unwrap_arguments(parsed)
@@ -458,13 +534,22 @@ def read_result(value: Any) -> ResultRead:
 
     The value is parsed (JSON or a Python repr; unparseable text stays a string result), then
     taken out of the envelopes frameworks put around it (``unwrap_result``), keeping their
-    error flags.
+    error flags. Inside ``shared_memo`` a text is read once: a result's text is on its tool span
+    and again in every later model input.
     """
+    if type(value) is str:
+        memo = _memo.get()
+        if memo is not None:
+            return memo.read_once("result", value, _read_result)
+    return _read_result(value)
+
+
+def _read_result(value: Any) -> ResultRead:
     if value is None:
         return ResultRead(None, None, None)
     raw = as_text(value)
     ok, parsed = try_loads(value)
-    if ok and nested_deeper_than(parsed):
+    if ok and _deeper_than_max(parsed, raw):
         _note_unread(value, _TOO_DEEP)
         ok = False
     if not ok:
@@ -503,7 +588,7 @@ def _unwrap(parsed: Any) -> tuple[Any, bool]:
         if is_text and isinstance(inner, str):
             # text that carries the value: read as the attribute itself would be ("{…}" → dict)
             ok, decoded = try_loads(inner)
-            inner = decoded if ok and not nested_deeper_than(decoded) else inner
+            inner = decoded if ok and not _deeper_than_max(decoded, inner) else inner
         parsed = inner
     return parsed, failed
 
@@ -531,7 +616,7 @@ def _envelope(parsed: Any) -> _Envelope | None:
     """
     if isinstance(parsed, list):
         return _content_blocks(parsed)
-    if not isinstance(parsed, dict) or not parsed:
+    if not isinstance(parsed, dict) or not parsed or _ENVELOPE_KEYS.isdisjoint(parsed):
         return None
     keys = parsed.keys()
     if len(parsed) == 1:
@@ -558,6 +643,8 @@ def _envelope(parsed: Any) -> _Envelope | None:
 
 #: single-key wrappers around one envelope: Bedrock content blocks, Gemini parts
 _ENVELOPE_WRAPPER_KEYS = frozenset({"toolResult", "function_response", "functionResponse"})
+#: every envelope object below has one of these keys (a tool's own dict usually has none)
+_ENVELOPE_KEYS = _ENVELOPE_WRAPPER_KEYS | {"type", "toolUseId", "content", "raw_output", "response", "output", "lc"}
 _ENVELOPE_TOOL_RESULT_FIELDS = frozenset({"toolUseId", "content", "status"})
 _ENVELOPE_MCP_FIELDS = frozenset({"content", "isError", "structuredContent", "_meta", "meta"})
 #: llama_index.core.tools.ToolOutput's fields (``content`` in releases before ``blocks``)
@@ -666,8 +753,19 @@ _ROLE_ALIASES = {"human": "user", "ai": "assistant", "model": "assistant", "func
 
 
 def norm_role(role: Any) -> str:
+    if type(role) is str:
+        # every message names one of a few roles: each spelling is normalised once
+        known = _NORMED_ROLES.get(role)
+        if known is not None:
+            return known
     r = str(role or "").strip().lower()
-    return _ROLE_ALIASES.get(r, r or "unknown")
+    normed = _ROLE_ALIASES.get(r, r or "unknown")
+    if type(role) is str and len(_NORMED_ROLES) < 256:  # bounded: a hostile stream's roles are many
+        _NORMED_ROLES[role] = normed
+    return normed
+
+
+_NORMED_ROLES: dict[str, str] = {}
 
 
 def text_of(content: Any) -> str | None:
@@ -676,17 +774,17 @@ def text_of(content: Any) -> str | None:
         return None
     if isinstance(content, str):
         return content
-    if isinstance(content, Mapping):
+    if _is_mapping(content):
         for key in ("content", "text"):
             if isinstance(content.get(key), str):
                 return content[key]
         return None
-    if isinstance(content, Sequence):
+    if type(content) is list or isinstance(content, Sequence):
         texts = []
         for part in content:
             if isinstance(part, str):
                 texts.append(part)
-            elif isinstance(part, Mapping) and part.get("type") in (None, "text", "input_text", "output_text"):
+            elif _is_mapping(part) and part.get("type") in (None, "text", "input_text", "output_text"):
                 t = part.get("text", part.get("content"))
                 if isinstance(t, str):
                     texts.append(t)
@@ -696,7 +794,9 @@ def text_of(content: Any) -> str | None:
 
 def tool_call_from(obj: Mapping[str, Any]) -> ToolCallRequest | None:
     """A tool call dict in OpenAI, GenAI-part, Vercel or LangChain shape → ToolCallRequest."""
-    fn = obj.get("function") if isinstance(obj.get("function"), Mapping) else None
+    fn = obj.get("function")
+    if fn is not None and not _is_mapping(fn):
+        fn = None
     name = obj.get("name") or obj.get("toolName") or (fn or {}).get("name")
     if "arguments" in obj:
         args_value = obj["arguments"]
@@ -733,13 +833,14 @@ def messages_from_list(items: Any) -> list[Message]:
 
 
 def message_from(item: Any) -> Message | None:
-    if isinstance(item, str):
-        return Message(role="user", content=item)
-    if not isinstance(item, Mapping):
-        return None
-    if item.get("lc") == 1 and isinstance(item.get("kwargs"), Mapping):
+    if type(item) is not dict:
+        if isinstance(item, str):
+            return Message(role="user", content=item)
+        if not _is_mapping(item):
+            return None
+    if item.get("lc") == 1 and _is_mapping(item.get("kwargs")):
         return _langchain_message(item)
-    if "data" in item and "type" in item and isinstance(item.get("data"), Mapping):
+    if "data" in item and "type" in item and _is_mapping(item.get("data")):
         # LangChain messages_to_dict form: {"type": "human", "data": {...}}
         data = dict(item["data"])
         data.setdefault("type", item["type"])
@@ -755,7 +856,7 @@ def message_from(item: Any) -> Message | None:
     else:
         msg.content = text_of(content)
     for tc in item.get("tool_calls") or []:
-        if isinstance(tc, Mapping):
+        if _is_mapping(tc):
             req = tool_call_from(tc)
             if req is not None:
                 msg.tool_calls.append(req)
@@ -774,28 +875,41 @@ def message_from(item: Any) -> Message | None:
     return msg
 
 
+_TEXT_PART, _CALL_PART, _RESULT_PART = 1, 2, 3
+#: what a part's ``type`` makes it; a type not here is a part the trajectory does not keep
+_PART_KINDS: dict[str, int] = {
+    **dict.fromkeys(("text", "input_text", "output_text", ""), _TEXT_PART),
+    **dict.fromkeys(("tool_call", "tool-call", "function_call", "tool_use"), _CALL_PART),
+    **dict.fromkeys(("tool_call_response", "tool-result", "function_call_output", "tool_result"), _RESULT_PART),
+}
+
+
 def _apply_parts(msg: Message, parts: list[Any]) -> None:
     texts: list[str] = []
     for part in parts:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        if not isinstance(part, Mapping):
-            continue
-        ptype = str(part.get("type") or "")
+        if type(part) is not dict:
+            if isinstance(part, str):
+                texts.append(part)
+                continue
+            if not _is_mapping(part):
+                continue
+        ptype = part.get("type") or ""
+        if type(ptype) is not str:
+            ptype = str(ptype)
         if not ptype and _apply_keyed_block(msg, part):
             continue
-        if ptype in ("text", "input_text", "output_text", ""):
-            t = part.get("content", part.get("text"))
+        kind = _PART_KINDS.get(ptype)
+        if kind == _TEXT_PART:
+            t = part["content"] if "content" in part else part.get("text")
             if isinstance(t, str):
                 texts.append(t)
-        elif ptype in ("tool_call", "tool-call", "function_call", "tool_use"):
+        elif kind == _CALL_PART:
             req = tool_call_from(part)
             if req is not None:
                 msg.tool_calls.append(req)
-        elif ptype in ("tool_call_response", "tool-result", "function_call_output", "tool_result"):
+        elif kind == _RESULT_PART:
             msg.tool_results.append(_tool_result_part(part))
-    msg.content = "\n".join(t for t in texts) if texts else None
+    msg.content = "\n".join(texts) if texts else None
 
 
 # --- content blocks keyed by their kind (Bedrock Converse, Gemini) ------------------------------
@@ -825,7 +939,7 @@ _PART_TYPES = frozenset({
 def _keyed(part: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any] | None:
     for key in keys:
         value = part.get(key)
-        if isinstance(value, Mapping):
+        if _is_mapping(value):
             return value
     return None
 
@@ -865,7 +979,7 @@ def _apply_keyed_block(msg: Message, part: Mapping[str, Any]) -> bool:
 def is_content_block(item: Any) -> bool:
     """A message part in any shape the readers take apart: typed (``{"type": "text", …}``) or
     keyed by its kind (``{"text": …}``, ``{"toolUse": {…}}``, ``{"function_call": {…}}``)."""
-    if not isinstance(item, Mapping) or not item:
+    if not _is_mapping(item) or not item:
         return False
     ptype = item.get("type")
     if ptype is not None:
@@ -897,7 +1011,7 @@ def _tool_result_part(part: Mapping[str, Any]) -> ToolResultPart:
     elif "output" in part:
         value = part["output"]
         # Vercel AI SDK: {"type": "json"|"text"|"error-text"|"error-json", "value": …}
-        if isinstance(value, Mapping) and "type" in value and "value" in value:
+        if _is_mapping(value) and "type" in value and "value" in value:
             is_error = str(value["type"]).startswith("error")
             value = value["value"]
     else:
@@ -934,7 +1048,7 @@ def _langchain_message(item: Mapping[str, Any]) -> Message:
         return msg
     msg.content = text_of(kw.get("content"))
     for tc in kw.get("tool_calls") or []:
-        if isinstance(tc, Mapping):
+        if _is_mapping(tc):
             req = tool_call_from(tc)
             if req is not None:
                 msg.tool_calls.append(req)
@@ -991,10 +1105,10 @@ def read_text_tool_messages(messages: list[Message]) -> list[Message]:
 def _echoed_call(item: Any) -> ToolCallRequest | None:
     """One ``{"id", "type", "function": {"name", "arguments"}}`` of a smolagents echo, when it is
     a function call with object arguments."""
-    if not isinstance(item, Mapping) or not isinstance(item.get("function"), Mapping):
+    if not _is_mapping(item) or not _is_mapping(item.get("function")):
         return None
     fn = item["function"]
-    if not isinstance(fn.get("arguments"), Mapping) or not fn.get("name"):
+    if not _is_mapping(fn.get("arguments")) or not fn.get("name"):
         return None
     return tool_call_from(item)
 
@@ -1028,10 +1142,10 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
     obj = loads(obj) if isinstance(obj, str) and obj[:1] in "{[" else obj
     if isinstance(obj, str):
         return ToolDefinition(name=obj) if obj else None
-    if not isinstance(obj, Mapping):
+    if not _is_mapping(obj):
         return None
     for wrapper in _DEFINITION_WRAPPERS:
-        if isinstance(obj.get(wrapper), Mapping):
+        if _is_mapping(obj.get(wrapper)):
             obj = obj[wrapper]
             break
     name = obj.get("name")
@@ -1042,7 +1156,7 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
     if nested_deeper_than(params):
         _note_unread(params, _TOO_DEEP)
         params = None
-    if isinstance(params, Mapping):
+    if _is_mapping(params):
         for wrapper in _SCHEMA_WRAPPERS:
             if wrapper in params and len(params) <= (2 if wrapper == "jsonSchema" else 1):
                 inner = params[wrapper]
@@ -1051,7 +1165,7 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
     return ToolDefinition(
         name=str(name),
         description=opt_str(obj.get("description")),
-        parameters=dict(params) if isinstance(params, Mapping) else None,
+        parameters=dict(params) if _is_mapping(params) else None,
         deprecated=bool(obj.get("deprecated", False)),
         replaced_by=opt_str(obj.get("replaced_by")),
     )
@@ -1067,7 +1181,7 @@ def _tool_definitions_from(value: Any) -> list[ToolDefinition]:
     out = []
     for item in parse_json_list(value):
         # Gemini groups its declarations: [{"function_declarations": [...]}, {"google_search": {}}]
-        group = _keyed_list(item, _DECLARATION_GROUPS) if isinstance(item, Mapping) else None
+        group = _keyed_list(item, _DECLARATION_GROUPS) if _is_mapping(item) else None
         for one in group if group is not None else (item,):
             d = tool_definition_from(one)
             if d is not None:
@@ -1093,7 +1207,7 @@ def is_json_schema(value: Any) -> bool:
     """Could the value be a JSON Schema (rather than, say, the arguments of one call)? An empty
     object, or one whose ``type`` is a JSON type (Gemini writes them upper-case) or list of
     them, whose ``properties`` is an object, or that uses a keyword only schemas use."""
-    if not isinstance(value, Mapping):
+    if not _is_mapping(value):
         return False
     if not value:
         return True
@@ -1102,6 +1216,6 @@ def is_json_schema(value: Any) -> bool:
         return True
     if isinstance(t, list) and t and all(isinstance(x, str) and x.lower() in _JSON_TYPES for x in t):
         return True
-    if isinstance(value.get("properties"), Mapping):
+    if _is_mapping(value.get("properties")):
         return True
     return any(k in value for k in _SCHEMA_ONLY_KEYWORDS)
