@@ -82,20 +82,15 @@ def _gated(name: str, attrs: Attributes | None) -> tuple[Convention, ...]:
     """The conventions whose gate the span passes, in ``CONVENTIONS`` order.
 
     Most spans an app ends are not GenAI: one C-level pass over their keys says so. For the rest,
-    one intersection with every convention's keys and a lookup of the answer for that set of
-    keys: the per-convention gates are not tested one by one on the hot path.
+    the answer for their set of gate keys is looked up (``_gated_by_keys``); a name that starts
+    like a convention's span names adds the conventions that know it.
     """
+    if not name.startswith(_GATE_NAMES):
+        return (_gated_by_keys(attrs) if attrs else None) or ()
     if not attrs or _GATE_KEYS.isdisjoint(attrs):
-        return _NAMED_ONLY if name.startswith(_GATE_NAMES) else ()
+        return _NAMED_ONLY
     present = _GATE_KEYS.intersection(attrs)
-    if name.startswith(_GATE_NAMES):
-        return tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present) or name.startswith(c.span_names))
-    gated = _GATED.get(present)
-    if gated is None:
-        gated = tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present))
-        if len(_GATED) < 4096:  # the key sets real emitters produce are few; a hostile stream's are not
-            _GATED[present] = gated
-    return gated
+    return tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present) or name.startswith(c.span_names))
 
 
 def _compile_stated(
@@ -162,13 +157,19 @@ def _keys_of(attrs: Attributes) -> _Keys:
     return known
 
 
-def _gated_by_keys(keys: tuple[str, ...]) -> tuple[Convention, ...] | None:
-    """``_gated`` for a span whose name starts with no convention's span names, or None when
-    that depends on the name (the keys pass no gate: a name alone may)."""
+def _gated_by_keys(keys: Iterable[str]) -> tuple[Convention, ...] | None:
+    """The conventions whose keys the span carries, or None when it carries none of them (then
+    only a name can make it a convention's). One intersection with every convention's keys and
+    a look-up of the answer for that set: the gates are not tested one by one on the hot path."""
     if _GATE_KEYS.isdisjoint(keys):
         return None
     present = _GATE_KEYS.intersection(keys)
-    return tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present))
+    gated = _GATED.get(present)
+    if gated is None:
+        gated = tuple(c for c in CONVENTIONS if not c.keys.isdisjoint(present))
+        if len(_GATED) < 4096:  # the key sets real emitters produce are few; a hostile stream's are not
+            _GATED[present] = gated
+    return gated
 
 
 def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
@@ -206,10 +207,8 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     # what the span states outright decides its role; else the first convention that states one
     facts.role = _stated_role(attrs)
     keys = _keys_of(attrs)
-    if keys.gated is not None and not facts.name.startswith(_GATE_NAMES):
-        gated = keys.gated
-    else:
-        gated = _gated(facts.name, raw)
+    # (the key set's answer, known already, unless the name adds conventions of its own)
+    gated = (keys.gated or ()) if not facts.name.startswith(_GATE_NAMES) else _gated(facts.name, raw)
     try:
         for convention in gated:
             try:

@@ -28,7 +28,8 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _varint_bytes(value: int) -> bytes:
+def varint_bytes(value: int) -> bytes:
+    """A protobuf varint (also what `_wire` writes lengths and tags with)."""
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -74,7 +75,7 @@ def repair_utf8(data: bytes, descriptor: Any, depth: int, repaired: list[int]) -
                 fixed = repair_utf8(payload, field.message_type, depth + 1, repaired)
             pos = end
             if fixed is not payload and fixed != payload:
-                out += data[start:key_end] + _varint_bytes(len(fixed)) + fixed
+                out += data[start:key_end] + varint_bytes(len(fixed)) + fixed
                 continue
         else:
             raise ValueError(f"unsupported wire type {wire_type}")

@@ -29,6 +29,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import AttributeValue
 
+from otel_toolscore.ingest._utf8 import varint_bytes as _varint
+
 _LEN: Final = 2  # wire type of length-delimited fields
 _FIXED32: Final = 5
 
@@ -41,13 +43,6 @@ def _tag(number: int, wire_type: int) -> bytes:
     return _varint((number << 3) | wire_type)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 _RESOURCE_SPANS: Final = _tag(_number(ExportTraceServiceRequest.DESCRIPTOR, "resource_spans"), _LEN)
