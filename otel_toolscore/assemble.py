@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import operator
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -83,8 +84,8 @@ class _Tree:
         return out
 
 
-def _sort_key(f: SpanFacts) -> tuple[int, int]:
-    return (f.start, f.order)
+#: children and roots sort by (start time, input order)
+_START_ORDER = operator.attrgetter("start", "order")
 
 
 def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
@@ -95,29 +96,35 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
             problems.append(f"span {f.span_id} ({f.name}): duplicate span id, later copy ignored")
             continue
         facts[f.span_id] = f
-    children: dict[str | None, list[SpanFacts]] = defaultdict(list)
+    children: dict[str | None, list[SpanFacts]] = {}
     roots: list[SpanFacts] = []
     for f in facts.values():
-        if f.parent_id is None:
+        parent = f.parent_id
+        if parent is None:
             roots.append(f)
-        elif f.parent_id not in facts or f.parent_id == f.span_id:
-            problems.append(f"span {f.span_id} ({f.name}): parent {f.parent_id} not in the trace; read as a root")
+        elif parent not in facts or parent == f.span_id:
+            problems.append(f"span {f.span_id} ({f.name}): parent {parent} not in the trace; read as a root")
             f.parent_id = None
             roots.append(f)
         else:
-            children[f.parent_id].append(f)
+            kids = children.get(parent)
+            if kids is None:
+                children[parent] = [f]
+            else:
+                kids.append(f)
     for kids in children.values():
-        kids.sort(key=_sort_key)
-    roots.sort(key=_sort_key)
+        if len(kids) > 1:
+            kids.sort(key=_START_ORDER)
+    roots.sort(key=_START_ORDER)
     tree = _Tree(facts=facts, children=children, roots=roots, problems=problems)
     # Spans on a parent cycle are unreachable from any root: cut each cycle at its earliest span.
     # (Each span is on one children list at most, so the roots' walks are disjoint: when they
     # hold as many spans as the trace, every span is reached.)
-    reached = {f.span_id for r in roots for f in tree.walk(r)}
-    if len(reached) == len(facts):
+    if sum(len(tree.walk(r)) for r in roots) == len(facts):
         return tree
+    reached = {f.span_id for r in roots for f in tree.walk(r)}
     tree.walks.clear()
-    for f in sorted(facts.values(), key=_sort_key):
+    for f in sorted(facts.values(), key=_START_ORDER):
         if f.span_id in reached:
             continue
         problems.append(f"span {f.span_id} ({f.name}): parent cycle; read as a root")
@@ -127,7 +134,7 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
         f.parent_id = None
         roots.append(f)
         reached.update(x.span_id for x in tree._walk(f))
-    roots.sort(key=_sort_key)
+    roots.sort(key=_START_ORDER)
     return tree
 
 
@@ -143,53 +150,64 @@ class _Run:
 
 
 def _find_runs(tree: _Tree) -> list[_Run]:
-    activity_count: dict[str, int] = {}
-    nearest_agents: dict[str, list[SpanFacts]] = defaultdict(list)
-    # Post-order accumulation without recursion.
+    children = tree.children
+    #: LLM, tool and retrieval spans in each span's subtree, itself included
+    activity: dict[str, int] = {}
+    #: the agent spans nearest below each span (no agent span between), in pre-order; only
+    #: spans that have some
+    nearest: dict[str, list[SpanFacts]] = {}
     for root in tree.roots:
-        order = tree.walk(root)
-        for f in reversed(order):
+        for f in reversed(tree.walk(root)):  # post-order: children before their parent
             n = 1 if f.role in _ACTIVITY else 0
-            for c in tree.children.get(f.span_id, []):
-                n += activity_count[c.span_id]
-                if c.role == "agent":
-                    nearest_agents[f.span_id].append(c)
-                else:
-                    nearest_agents[f.span_id].extend(nearest_agents.get(c.span_id, []))
-            activity_count[f.span_id] = n
-
-    def is_wrapper(a: SpanFacts) -> SpanFacts | None:
-        inner = [b for b in nearest_agents.get(a.span_id, []) if activity_count[b.span_id] > 0]
-        if len(inner) == 1 and activity_count[inner[0].span_id] == activity_count[a.span_id]:
-            return inner[0]
-        return None
+            kids = children.get(f.span_id)
+            if kids:
+                below: list[SpanFacts] = []
+                for c in kids:
+                    n += activity[c.span_id]
+                    if c.role == "agent":
+                        below.append(c)
+                    else:
+                        below.extend(nearest.get(c.span_id, ()))
+                if below:
+                    nearest[f.span_id] = below
+            activity[f.span_id] = n
 
     runs: list[_Run] = []
-    for root in tree.roots:
-        # (span, enclosing run, wrappers collected so far)
-        stack: list[tuple[SpanFacts, _Run | None, list[SpanFacts]]] = [(root, None, [])]
-        while stack:
-            f, enclosing, wrappers = stack.pop()
-            current, pass_wrappers = enclosing, []
-            if f.role == "agent" and activity_count[f.span_id] > 0:
-                inner = is_wrapper(f)
-                if inner is not None:
-                    pass_wrappers = [f, *wrappers]
-                else:
-                    chain = [f, *wrappers]
-                    name = next((x.agent_name for x in chain if x.agent_name), None) or next(
-                        (x.agent_name_fallback for x in chain if x.agent_name_fallback), None)
-                    if enclosing is not None and name is not None and name == enclosing.name:
-                        pass  # the same agent seen again inside its own run: one run
-                    else:
-                        current = _Run(span=f, wrappers=list(wrappers), name=name, parent=enclosing)
-                        runs.append(current)
-            for c in reversed(tree.children.get(f.span_id, [])):
-                stack.append((c, current, pass_wrappers))
+    # Only agent spans decide runs: from each span, the walk jumps to the agent spans nearest
+    # below it, in pre-order. What an agent span passes down (the run it is in, the wrappers
+    # around it) reaches those below the spans between unchanged, but for the wrappers, which
+    # only its own children are given (a span between starts over with none).
+    stack: list[tuple[SpanFacts, _Run | None, list[SpanFacts]]] = []
+    for root in reversed(tree.roots):
+        if root.role == "agent":
+            stack.append((root, None, []))
+        else:
+            stack.extend((a, None, []) for a in reversed(nearest.get(root.span_id, ())))
+    while stack:
+        f, enclosing, wrappers = stack.pop()
+        current, pass_wrappers = enclosing, []
+        count = activity[f.span_id]
+        if count == 0:
+            continue  # nothing below: no run, and no agent span below it has any either
+        inner = [b for b in nearest.get(f.span_id, ()) if activity[b.span_id] > 0]
+        if len(inner) == 1 and activity[inner[0].span_id] == count:
+            pass_wrappers = [f, *wrappers]  # a wrapper: the one agent inside it is the run
+        else:
+            chain = [f, *wrappers]
+            name = next((x.agent_name for x in chain if x.agent_name), None) or next(
+                (x.agent_name_fallback for x in chain if x.agent_name_fallback), None)
+            if enclosing is not None and name is not None and name == enclosing.name:
+                pass  # the same agent seen again inside its own run: one run
+            else:
+                current = _Run(span=f, wrappers=list(wrappers), name=name, parent=enclosing)
+                runs.append(current)
+        own = f.span_id
+        for a in reversed(inner):
+            stack.append((a, current, pass_wrappers if a.parent_id == own else []))
     if not runs:
         # No agent span: every local root with LLM/tool activity is one run.
         for root in tree.roots:
-            if activity_count[root.span_id] > 0:
+            if activity[root.span_id] > 0:
                 runs.append(_Run(span=root, wrappers=[], name=root.agent_name, parent=None))
     return runs
 
@@ -207,35 +225,47 @@ def assemble_trace(trace_id: str, spans: Sequence[ReadableSpan]) -> list[Traject
 def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
     subtree = tree.walk(run.span)
     chain = [run.span, *run.wrappers]
-    activity = [f for f in subtree if f.role in _ACTIVITY]
-    llms = [f for f in activity if f.role == "llm"]
-    builder = _CallBuilder()
-    steps: list[Any] = []
-    enclosing = _llms_enclosing_tools(tree, run.span, activity)
-    for f in llms:
-        steps.append(builder.add_llm(f, encloses_tools=f.span_id in enclosing))
-    for f in activity:
-        if f.role == "tool":
-            builder.add_tool_span(f)
-        elif f.role == "retrieval":
-            steps.append(
-                Retrieval(span_id=f.span_id, query=f.retrieval_query, documents=list(f.documents or []),
-                          start_time=f.start)
-            )
-    calls, answers = _answer_calls(builder.finish(), subtree)
-    steps.extend(calls)
-    steps.sort(key=_step_key(builder))
-
-    problems = list(tree.problems) + [p for f in subtree for p in f.problems]
-    problems.extend(builder.problems)
+    # one pass over the run's spans for everything read from all of them
+    llms: list[SpanFacts] = []
+    tools: list[SpanFacts] = []
+    retrievals: list[Retrieval] = []
+    problems = list(tree.problems)
+    external: list[str] = []
+    conventions: dict[str, None] = {}
+    answer_tools: set[str] = set()
     for f in subtree:
+        role = f.role
+        if role == "llm":
+            llms.append(f)
+        elif role == "tool":
+            tools.append(f)
+        elif role == "retrieval":
+            retrievals.append(Retrieval(span_id=f.span_id, query=f.retrieval_query,
+                                        documents=list(f.documents or []), start_time=f.start))
+        if f.problems:
+            problems.extend(f.problems)
         for ref in f.external_content:
-            problems.append(f"span {f.span_id} ({f.name}): content kept outside the span ({ref})")
-    conventions: list[str] = []
-    for f in subtree:
+            external.append(f"span {f.span_id} ({f.name}): content kept outside the span ({ref})")
         for c in f.conventions:
-            if c not in conventions:
-                conventions.append(c)
+            conventions[c] = None
+        if f.answer_tools:
+            answer_tools.update(f.answer_tools)
+
+    builder = _CallBuilder()
+    enclosing = _llms_enclosing_tools(tree, run.span, tools) if tools and llms else ()
+    steps: list[Any] = [builder.add_llm(f, encloses_tools=f.span_id in enclosing) for f in llms]
+    for f in tools:
+        builder.add_tool_span(f)
+    steps.extend(retrievals)
+    # An LLM call or retrieval sorts at its start; the calls an LLM call requested, just after it.
+    keys: list[tuple[int, int]] = [(s.start_time or 0, -1) for s in steps]
+    calls, answers = _answer_calls(builder.finish(), answer_tools)
+    steps.extend(calls)
+    keys.extend(map(builder.sort_key, calls))
+    steps = [steps[i] for i in sorted(range(len(steps)), key=keys.__getitem__)]
+
+    problems.extend(builder.problems)
+    problems.extend(external)
     expectations: dict[str, Any] = {}
     for f in reversed(chain):
         expectations.update(f.expectations)
@@ -254,8 +284,8 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
         system_instructions=_first(f.system_instructions for f in chain)
         or _first(f.system_instructions for f in llms),
         steps=steps,
-        tool_definitions=_definitions([*chain, *llms, *(f for f in activity if f.role == "tool")]),
-        conventions=conventions,
+        tool_definitions=_definitions([*chain, *llms, *tools]),
+        conventions=list(conventions),
         expectations=expectations,
         problems=problems,
         start_time=run.span.start,
@@ -263,7 +293,7 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
     )
 
 
-def _llms_enclosing_tools(tree: _Tree, top: SpanFacts, activity: list[SpanFacts]) -> set[str]:
+def _llms_enclosing_tools(tree: _Tree, top: SpanFacts, tools: list[SpanFacts]) -> set[str]:
     """The LLM spans of the run that have one of its tool spans below them.
 
     One model call never contains the running of the tools it asks for: an LLM span that does
@@ -272,9 +302,7 @@ def _llms_enclosing_tools(tree: _Tree, top: SpanFacts, activity: list[SpanFacts]
     keys of earlier calls' outputs (``_CallBuilder.add_llm``)."""
     out: set[str] = set()
     seen: set[str] = set()
-    for t in activity:
-        if t.role != "tool":
-            continue
+    for t in tools:
         node = tree.facts.get(t.parent_id) if t.parent_id else None
         while node is not None and node.span_id not in seen:
             seen.add(node.span_id)
@@ -327,15 +355,15 @@ def _last_output(steps: list[Any], answers: Sequence[ToolCall] = ()) -> str | No
     return None
 
 
-def _answer_calls(calls: list[ToolCall], spans: Iterable[SpanFacts]) -> tuple[list[ToolCall], list[ToolCall]]:
+def _answer_calls(calls: list[ToolCall], named: set[str]) -> tuple[list[ToolCall], list[ToolCall]]:
     """The run's tool calls, and apart from them the calls of its framework's answer tools.
 
     A framework that has the model answer through a tool (``semconv.ANSWER_TOOLS``, or a tool a
     span of the run names as its answer tool) ends the run with that call: it is how the run
     returns its answer, not a tool use, so it is no call of the run, and what it "returns" (the
-    answer again, or a receipt) is no tool result that could ground the answer.
+    answer again, or a receipt) is no tool result that could ground the answer. ``named``: the
+    answer tools the run's spans name.
     """
-    named = {n for f in spans if f.answer_tools for n in f.answer_tools}
     answers = [c for c in calls if c.name is not None and _is_answer_tool(c.name, named)]
     if not answers:
         return calls, answers
@@ -367,26 +395,31 @@ def _definitions(sources: Iterable[SpanFacts]) -> list[ToolDefinition]:
     return list(out.values())
 
 
-def _step_key(builder: _CallBuilder):
-    def key(step: Any) -> tuple[int, int]:
-        if isinstance(step, ToolCall):
-            return builder.sort_key(step)
-        # An LLM call sorts at its start; the calls it requested sort just after it (anchor+1).
-        return (step.start_time or 0, -1)
-
-    return key
-
-
 # --- tool calls: one per real call --------------------------------------------------------------
 
 
-#: json.dumps(…, sort_keys=True, default=str), its encoder built once
-_CANON_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+def _canon_encoder() -> Callable[[Any], str]:
+    """``json.dumps(…, sort_keys=True, default=str)``, the C encoder built once: ``dumps`` (and
+    ``JSONEncoder.encode``) builds a new one per call, two thirds of the cost of a small value.
+    Without the C module, the pure-Python encoder. No circular-reference markers: a value that
+    contains itself fails with RecursionError instead of ValueError, both read the same."""
+    if c_make_encoder is None:  # pragma: no cover - CPython always has it
+        return json.JSONEncoder(sort_keys=True, default=str, check_circular=False).encode
+    # (markers, default, encoder, indent, key separator, item separator, sort_keys, skipkeys, allow_nan)
+    encode = c_make_encoder(None, str, encode_basestring_ascii, None, ": ", ", ", True, False, True)
+
+    def canon(value: Any) -> str:
+        return "".join(encode(value, 0))
+
+    return canon
+
+
+_encode_canon = _canon_encoder()
 
 
 def _canon(args: Any) -> str:
     try:
-        return _CANON_ENCODER.encode(args)
+        return _encode_canon(args)
     except (TypeError, ValueError, RecursionError):
         return repr(args)
 
@@ -484,11 +517,11 @@ class _CallBuilder:
             # A history that begins with the last span's (the same message objects) leaves, over
             # that part, what it left there: its messages resolve to the calls they resolved to.
             # Only what the history adds is walked, so a run's model calls cost linear time.
+            # (What it left is taken over, not copied: it is this span's from here on, and the
+            # next span starts from this one's or from nothing.)
             before, before_seen, before_pending, before_idless = self._after_history
             if len(before) <= len(history) and all(map(operator.is_, before, history)):
-                seen.update(before_seen)
-                pending.update((k, deque(q)) for k, q in before_pending.items() if q)
-                idless, start = before_idless, len(before)
+                seen, pending, idless, start = before_seen, before_pending, before_idless, len(before)
         for m in history[start:] if start else history:
             if not m.tool_calls and not m.tool_results:
                 continue
@@ -547,11 +580,14 @@ class _CallBuilder:
         id (GPT-4o does) makes two calls."""
         if not req.id:
             return None
-        key = self._key(req.name, req.arguments)
+        key = None  # encoded only for a call that could be the same request
         for call in self._by_id.get(req.id, ()):
             span = self._requested_in.get(id(call))
-            if span is not None and span[0] <= f.end and f.start <= span[1] and self._key_of(call) == key:
-                return call
+            if span is not None and span[0] <= f.end and f.start <= span[1]:
+                if key is None:
+                    key = self._key(req.name, req.arguments)
+                if self._key_of(call) == key:
+                    return call
         return None
 
     def _latest_unanswered(self, call_id: str) -> ToolCall | None:
