@@ -76,11 +76,14 @@ class _Tree:
 
     def _walk(self, top: SpanFacts) -> list[SpanFacts]:
         out: list[SpanFacts] = []
+        children = self.children
         stack = [top]
         while stack:
             node = stack.pop()
             out.append(node)
-            stack.extend(reversed(self.children.get(node.span_id, [])))
+            kids = children.get(node.span_id)
+            if kids:
+                stack.extend(reversed(kids))
         return out
 
 
@@ -364,15 +367,12 @@ def _answer_calls(calls: list[ToolCall], named: set[str]) -> tuple[list[ToolCall
     answer again, or a receipt) is no tool result that could ground the answer. ``named``: the
     answer tools the run's spans name.
     """
-    answers = [c for c in calls if c.name is not None and _is_answer_tool(c.name, named)]
+    answers = [c for c in calls if c.name is not None and (
+        c.name in sc.ANSWER_TOOLS or c.name in named or c.name.startswith(sc.ANSWER_TOOL_PREFIXES))]
     if not answers:
         return calls, answers
     dropped = {id(c) for c in answers}
     return [c for c in calls if id(c) not in dropped], answers
-
-
-def _is_answer_tool(name: str, named: set[str]) -> bool:
-    return name in sc.ANSWER_TOOLS or name in named or name.startswith(sc.ANSWER_TOOL_PREFIXES)
 
 
 def _answer_text(call: ToolCall) -> str | None:
@@ -458,7 +458,7 @@ class _CallBuilder:
         self._scope = _Scope()
         #: the last LLM span's own history and the echo counts, unanswered calls and id-less
         #: result count its messages left (``add_llm``): the next span's history repeats it
-        self._after_history: tuple[list[Message], dict[str, int], dict[str, deque[ToolCall]], int] | None = None
+        self._after_history: tuple[list[Message], dict[Any, int], dict[str, deque[ToolCall]], int] | None = None
         self._seq = 0
         self.problems: list[str] = []
         # Indexes that keep matching linear in the number of calls (a run may echo thousands of
@@ -487,8 +487,8 @@ class _CallBuilder:
             key = self._call_keys[id(call)] = self._key(call.name, call.arguments)
         return key
 
-    def _new(self, anchor: int, **fields: Any) -> ToolCall:
-        call = ToolCall(**fields)
+    def _new(self, anchor: int, call: ToolCall) -> ToolCall:
+        """``call``, a call of the run from now on, sorting at ``anchor``."""
         self._seq += 1
         self._keys[id(call)] = (anchor, self._seq)
         self.calls.append(call)
@@ -500,32 +500,35 @@ class _CallBuilder:
 
     # LLM spans: requested calls (output), echoed calls and results (input history)
     def add_llm(self, f: SpanFacts, encloses_tools: bool = False) -> LLMCall:
-        inputs = list(f.input_messages or [])
-        outputs = list(f.output_messages or [])
+        inputs = list(f.input_messages) if f.input_messages else []
+        outputs = list(f.output_messages) if f.output_messages else []
         if encloses_tools:
             # several model calls on one span: an output call its own input already holds is a
             # stale key of an earlier call's output, not a new request
             outputs = _without_echoed_calls(outputs, inputs)
-        #: per (id, name, arguments) and per (name, arguments): echoes met so far in this input
-        seen: dict[str, int] = defaultdict(int)
-        #: id → calls echoed in this input and not yet answered there, in order
-        pending: dict[str, deque[ToolCall]] = defaultdict(deque)
-        idless = 0
-        history = self._scope.own_history(inputs)
+        history, continued = self._scope.own_history(inputs)
+        after = self._after_history
         start = 0
-        if self._after_history is not None:
+        if after is not None and (continued or (len(after[0]) <= len(history)
+                                                and all(map(operator.is_, after[0], history)))):
             # A history that begins with the last span's (the same message objects) leaves, over
             # that part, what it left there: its messages resolve to the calls they resolved to.
             # Only what the history adds is walked, so a run's model calls cost linear time.
             # (What it left is taken over, not copied: it is this span's from here on, and the
             # next span starts from this one's or from nothing.)
-            before, before_seen, before_pending, before_idless = self._after_history
-            if len(before) <= len(history) and all(map(operator.is_, before, history)):
-                seen, pending, idless, start = before_seen, before_pending, before_idless, len(before)
+            _, seen, pending, idless = after
+            start = len(after[0])
+        else:
+            #: per (id, name, arguments) and per (name, arguments): echoes met so far in this input
+            seen = defaultdict(int)
+            #: id → calls echoed in this input and not yet answered there, in order
+            pending = defaultdict(deque)
+            idless = 0
+        resolved_by_id = self._resolved
         for m in history[start:] if start else history:
             if not m.tool_calls and not m.tool_results:
                 continue
-            resolved = self._resolved.get(id(m))
+            resolved = resolved_by_id.get(id(m))
             known = resolved is not None and resolved[0] is m
             targets: list[ToolCall | None] = resolved[1] if known else []  # type: ignore[index]
             for i, req in enumerate(m.tool_calls):
@@ -551,26 +554,30 @@ class _CallBuilder:
                     self._results.append((part, answered, None))
                     targets.append(answered)
             if not known:
-                self._resolved[id(m)] = (m, targets)
+                resolved_by_id[id(m)] = (m, targets)
         self._after_history = (history, seen, pending, idless)
-        offered = [d.name for d in f.tool_definitions] if f.tool_definitions else None
+        offered: list[str] | None = None  # (one list for the span's calls, made for its first)
         requested: list[str] = []
         for m in outputs:
             for req in m.tool_calls:
-                call = self._same_request(req, f)
+                # (a call of this id already made: maybe this very request, seen twice)
+                call = self._same_request(req, f) if req.id and req.id in self._by_id else None
                 if call is None:
-                    call = self._new(
-                        f.start, id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
+                    if offered is None and f.tool_definitions:
+                        offered = [d.name for d in f.tool_definitions]
+                    call = self._new(f.start, ToolCall(
+                        id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
                         arguments_error=_args_error(req), llm_span_id=f.span_id, offered_tools=offered,
-                        start_time=f.start,
-                    )
+                        sources=["llm_output"], start_time=f.start,
+                    ))
                     self._requested_in[id(call)] = (f.start, f.end)
-                _add_source(call, "llm_output")
+                else:
+                    _add_source(call, "llm_output")
                 requested.append(call.id or f"#{self._keys[id(call)][1]}")
         return LLMCall(
             span_id=f.span_id, model=f.model, input_messages=inputs, output_messages=outputs,
-            tool_definitions=list(f.tool_definitions or []), tool_call_ids=requested, start_time=f.start,
-            end_time=f.end,
+            tool_definitions=list(f.tool_definitions) if f.tool_definitions else [], tool_call_ids=requested,
+            start_time=f.start, end_time=f.end,
         )
 
     def _same_request(self, req: ToolCallRequest, f: SpanFacts) -> ToolCall | None:
@@ -599,16 +606,19 @@ class _CallBuilder:
                 return call
         return None
 
-    def _history_call(self, req: ToolCallRequest, f: SpanFacts, seen: dict[str, int]) -> ToolCall:
+    def _history_call(self, req: ToolCallRequest, f: SpanFacts, seen: dict[Any, int]) -> ToolCall:
         key = self._key(req.name, req.arguments)
         if req.id:
             # The n-th echo of (id, name, arguments) in this input is the n-th such call.
-            same_id = [c for c in self._by_id.get(req.id, ()) if self._key_of(c) == key]
-            nth = seen[req.id + "\x01" + key]
-            if nth < len(same_id):
-                _count_echo(seen, req, key)
-                _add_source(same_id[nth], "history")
-                return same_id[nth]
+            nth = seen[req.id, key]
+            for c in self._by_id.get(req.id, ()):
+                if self._key_of(c) == key:
+                    if nth == 0:
+                        seen[key] += 1
+                        seen[req.id, key] += 1
+                        _add_source(c, "history")
+                        return c
+                    nth -= 1
         # Same call under another id (Responses bridges echo `fc_…` item ids for `call_…` calls),
         # or no id at all: the n-th echo of (name, arguments) is the n-th such call.
         nth = seen[key]
@@ -625,12 +635,10 @@ class _CallBuilder:
             _add_source(call, "history")
             return call
         # Requested by a model output that was not recorded: it still happened before this call.
-        call = self._new(
-            f.start - 1, id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
-            arguments_error=_args_error(req), start_time=f.start,
-        )
-        _add_source(call, "history")
-        return call
+        return self._new(f.start - 1, ToolCall(
+            id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
+            arguments_error=_args_error(req), sources=["history"], start_time=f.start,
+        ))
 
     # Tool spans: the call as executed
     def add_tool_span(self, f: SpanFacts) -> None:
@@ -643,7 +651,7 @@ class _CallBuilder:
         if call is None:
             call = self._first_free(t.name, t.arguments)
         if call is None:
-            call = self._new(f.start, id=t.call_id, name=t.name, start_time=f.start)
+            call = self._new(f.start, ToolCall(id=t.call_id, name=t.name, start_time=f.start))
         call.span_id = f.span_id
         self._unfree(call)
         _add_source(call, "tool_span")
@@ -661,8 +669,14 @@ class _CallBuilder:
 
     def _unexecuted_with_id(self, call_id: str, name: str | None) -> ToolCall | None:
         """The first call of that id without a tool span, one of the same name preferred."""
-        free = [c for c in self._by_id.get(call_id, ()) if c.span_id is None]
-        return next((c for c in free if c.name == name), free[0] if free else None)
+        first = None
+        for c in self._by_id.get(call_id, ()):
+            if c.span_id is None:
+                if c.name == name:
+                    return c
+                if first is None:
+                    first = c
+        return first
 
     def _first_free(self, name: str | None, arguments: Any) -> ToolCall | None:
         """The first call (in creation order) of that name without a tool span, one with the
@@ -712,7 +726,7 @@ class _CallBuilder:
                 continue
             if "result_message" in call.sources:
                 continue  # the same result echoed in every later model input
-            _add_source(call, "result_message")
+            call.sources.append("result_message")
             if not call.has_result:
                 call.result, call.result_raw, call.has_result = part.content, part.content_raw, True
             if part.is_error and call.error is None:
@@ -734,41 +748,57 @@ class _Scope:
     answer, it is never this run's calls.
     """
 
-    __slots__ = ("_anchor", "_anchored")
+    __slots__ = ("_anchor", "_anchored", "_inputs", "_start")
 
     def __init__(self) -> None:
         self._anchor: str | None = None
         self._anchored = False
+        #: the last input asked about, and where its own part started
+        self._inputs: list[Message] | None = None
+        self._start = 0
 
-    def own_history(self, inputs: list[Message]) -> list[Message]:
+    def own_history(self, inputs: list[Message]) -> tuple[list[Message], bool]:
+        """The run's own part of ``inputs``, and True when it continues the last input's own
+        part: the last input (the same message objects) with only messages after it that are no
+        user's, so the boundary has not moved (the last user message is the one it was)."""
+        prev = self._inputs
+        self._inputs = inputs
+        if (prev is not None and len(prev) <= len(inputs) and all(map(operator.is_, prev, inputs))
+                and _last_user(inputs, len(prev)) < 0):
+            return (inputs[self._start :] if self._start else inputs), True
+        start = self._start = self._boundary(inputs)
+        return (inputs[start:] if start else inputs), False
+
+    def _boundary(self, inputs: list[Message]) -> int:
         last_user = _last_user(inputs)
         if last_user < 0:
-            return inputs
+            return 0
         if not self._anchored:
             self._anchored = True
             self._anchor = inputs[last_user].content
-            return inputs[last_user + 1 :]
+            return last_user + 1
         for i in range(last_user, -1, -1):
             m = inputs[i]
             if m.role == "user" and m.content == self._anchor:
-                return inputs[i + 1 :]
-        return inputs[last_user + 1 :]
+                return i + 1
+        return last_user + 1
 
 
-def _last_user(inputs: list[Message]) -> int:
-    for i in range(len(inputs) - 1, -1, -1):
+def _last_user(inputs: list[Message], stop: int = 0) -> int:
+    """Index of the last user message with content, looking no further back than ``stop``; -1: none."""
+    for i in range(len(inputs) - 1, stop - 1, -1):
         m = inputs[i]
         if m.role == "user" and m.content:
             return i
     return -1
 
 
-def _count_echo(seen: dict[str, int], req: ToolCallRequest, key: str | None) -> None:
+def _count_echo(seen: dict[Any, int], req: ToolCallRequest, key: str | None) -> None:
     if key is None:
         return
     seen[key] += 1
     if req.id:
-        seen[req.id + "\x01" + key] += 1
+        seen[req.id, key] += 1
 
 
 def _without_echoed_calls(outputs: list[Message], inputs: list[Message]) -> list[Message]:
