@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from otel_toolscore.scorers.results import Issue
@@ -13,6 +14,11 @@ _MAX_ACTUAL_CHARS = 200
 # (encode() keeps no state between calls, so sharing them is safe).
 _SMALL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 _CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+# The C encoder that one builds on every call, built once (its set-up costs more than encoding a
+# tool's arguments) and without circular-reference markers: what it cannot encode goes through
+# ``_CANONICAL_ENCODER``, which says what it is as before.
+_c_canonical = (c_make_encoder(None, str, encode_basestring, None, ":", ",", True, False, True)
+                if c_make_encoder is not None else None)
 
 
 def suggestions_of(issues: list[Issue]) -> list[str]:
@@ -43,6 +49,11 @@ def clip(text: str, limit: int = _MAX_ACTUAL_CHARS) -> str:
 
 def canonical_json(value: Any) -> str:
     """Order-insensitive text of a JSON-like value, for equality of arguments and results."""
+    if _c_canonical is not None:
+        try:
+            return "".join(_c_canonical(value, 0))
+        except (TypeError, ValueError, RecursionError):
+            pass
     return _encode(_CANONICAL_ENCODER, value)
 
 

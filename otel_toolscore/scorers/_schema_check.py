@@ -93,6 +93,9 @@ def _compile(schema: Any, formats: FormatChecker | None) -> Check | None:
         return _anything
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:  # (the usual "type" beside one other keyword: no loop to set up)
+        first, second = checks
+        return lambda value: first(value) and second(value)
     return lambda value: all(check(value) for check in checks)
 
 

@@ -15,6 +15,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
@@ -167,12 +168,24 @@ class Scorer(ABC):
 
 #: json.dumps(…, allow_nan=False), its encoder built once
 _STRICT_ENCODER = json.JSONEncoder(allow_nan=False)
+# The same, as the C encoder it builds on every call, built once (the set-up is a third of the
+# cost of a small score's details), and without circular-reference markers: a value that holds
+# itself overflows instead, and is then checked again by ``_STRICT_ENCODER`` to fail as it did.
+_c_strict = (c_make_encoder(None, _STRICT_ENCODER.default, encode_basestring_ascii, None, ": ", ", ", False, False, False)
+             if c_make_encoder is not None else None)
 
 
 def _check_json_serialisable(details: dict[str, Any]) -> None:
     # Details travel as event attributes and JSON lines; a scorer bug that puts a set or a
     # model object there must surface as a scorer error here, not as an exporter crash later.
-    _STRICT_ENCODER.encode(details)
+    if _c_strict is None:  # pragma: no cover - CPython always has it
+        _STRICT_ENCODER.encode(details)
+        return
+    try:
+        _c_strict(details, 0)
+    except RecursionError:
+        _STRICT_ENCODER.encode(details)  # a cycle: ValueError, as before; too deep: RecursionError
+        raise
 
 
 # --- scorers by name ---------------------------------------------------------------------------

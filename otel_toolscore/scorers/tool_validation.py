@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -205,7 +205,9 @@ def find_repeated_calls(trajectory: Trajectory) -> dict[int, int]:
         return {}
     # (name, arguments) of each call first: most runs repeat none, and need nothing more. The
     # arguments' text only for a name called more than once: no other call can match it.
-    name_counts = Counter(call.name for call in calls)
+    name_counts: dict[str | None, int] = {}
+    for call in calls:
+        name_counts[call.name] = name_counts.get(call.name, 0) + 1
     earlier: list[int | None] = []
     last_by_key: dict[tuple[str, str], int] = {}
     for i, call in enumerate(calls):
@@ -335,11 +337,16 @@ class ToolCallValidation(Scorer):
                 call_results=(),
             )
         specs = {**specs_from_trajectory(trajectory), **self.specs}
-        offered_by_llm = {
-            llm.span_id: [d.name for d in llm.tool_definitions]
-            for llm in trajectory.llm_calls
-            if llm.span_id and llm.tool_definitions
-        }
+        # (only a call that does not say which tools its request offered needs the requests')
+        offered_by_llm = (
+            {
+                llm.span_id: [d.name for d in llm.tool_definitions]
+                for llm in trajectory.llm_calls
+                if llm.span_id and llm.tool_definitions
+            }
+            if any(call.offered_tools is None and call.llm_span_id for call in calls)
+            else {}
+        )
         repeats = find_repeated_calls(trajectory)
         memo: dict[str, CompiledSchema | None] = {}
         reports = [
@@ -371,6 +378,8 @@ class ToolCallValidation(Scorer):
             issues.append(_issue_missing_result())
         if repeat_of is not None:
             issues.append(_issue_misuse(name or "", repeat_of))
+        if not issues:  # the common case: what the general path below gives for no issue
+            return CheckedCall(index, call.id, call.name, call.span_id, 1.0)
         issues = issues[:_MAX_ISSUES_PER_CALL]
 
         severities = [issue.severity for issue in issues]
@@ -416,12 +425,16 @@ class ToolCallValidation(Scorer):
 
     def _summarise(self, reports: list[CheckedCall]) -> Score:
         counts: dict[str, int] = {}
+        passed = True
+        bad = 0  # calls with issues (a call without any is valid and not blocking)
         for report in reports:
-            for issue in report.issues:
-                counts[issue.type] = counts.get(issue.type, 0) + 1
-        passed = all(report.valid and not report.blocking for report in reports)
+            if report.issues:
+                bad += 1
+                for issue in report.issues:
+                    counts[issue.type] = counts.get(issue.type, 0) + 1
+                if passed and not (report.valid and not report.blocking):
+                    passed = False
         value = mean2([report.score for report in reports])
-        bad = sum(1 for report in reports if report.issues)
         if not counts:
             explanation = f"All {len(reports)} tool call(s) are valid against their schemas."
         else:
