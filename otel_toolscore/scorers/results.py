@@ -77,7 +77,7 @@ class CallResult:
     @classmethod
     def of(cls: type[_R], call: ToolCall, index: int, **fields: Any) -> _R:
         """The result about ``call``, the ``index``-th of its run, identified by the call itself."""
-        return cls(index=index, call_id=call.id, name=call.name, span_id=call.span_id, **fields)
+        return cls(index, call.id, call.name, call.span_id, **fields)
 
     @property
     def blocking(self) -> bool:
