@@ -279,13 +279,12 @@ def _trajectory(trace_id: str, tree: _Tree, run: _Run) -> Trajectory:
         trace_id=trace_id,
         span_id=run.span.span_id,
         agent_name=run.name,
-        service_name=_first(f.service_name for f in chain),
+        service_name=_first(chain, "service_name"),
         nested=run.parent is not None,
         parent_run_span_id=run.parent.span.span_id if run.parent else None,
-        input=_first(map(_words, (f.run_input for f in chain))) or _llm_input(first_llm),
-        output=_first(map(_words, (f.run_output for f in chain))) or _last_output(steps, answers),
-        system_instructions=_first(f.system_instructions for f in chain)
-        or _first(f.system_instructions for f in llms),
+        input=_first(chain, "run_input", _words) or _llm_input(first_llm),
+        output=_first(chain, "run_output", _words) or _last_output(steps, answers),
+        system_instructions=_first(chain, "system_instructions") or _first(llms, "system_instructions"),
         steps=steps,
         tool_definitions=_definitions([*chain, *llms, *tools]),
         conventions=list(conventions),
@@ -317,10 +316,14 @@ def _llms_enclosing_tools(tree: _Tree, top: SpanFacts, tools: list[SpanFacts]) -
     return out
 
 
-def _first(values: Iterable[str | None]) -> str | None:
-    for v in values:
+def _first(spans: list[SpanFacts], attribute: str, keep: Callable[[str | None], str | None] | None = None) -> str | None:
+    """The first truthy value of the attribute on the spans (what ``keep`` keeps of it)."""
+    for f in spans:
+        v = getattr(f, attribute)
+        if keep is not None:
+            v = keep(v)
         if v:
-            return v
+            return v  # type: ignore[no-any-return]
     return None
 
 
@@ -398,28 +401,20 @@ def _definitions(sources: Iterable[SpanFacts]) -> list[ToolDefinition]:
 # --- tool calls: one per real call --------------------------------------------------------------
 
 
-def _canon_encoder() -> Callable[[Any], str]:
-    """``json.dumps(…, sort_keys=True, default=str)``, the C encoder built once: ``dumps`` (and
-    ``JSONEncoder.encode``) builds a new one per call, two thirds of the cost of a small value.
-    Without the C module, the pure-Python encoder. No circular-reference markers: a value that
-    contains itself fails with RecursionError instead of ValueError, both read the same."""
-    if c_make_encoder is None:  # pragma: no cover - CPython always has it
-        return json.JSONEncoder(sort_keys=True, default=str, check_circular=False).encode
-    # (markers, default, encoder, indent, key separator, item separator, sort_keys, skipkeys, allow_nan)
-    encode = c_make_encoder(None, str, encode_basestring_ascii, None, ": ", ", ", True, False, True)
-
-    def canon(value: Any) -> str:
-        return "".join(encode(value, 0))
-
-    return canon
-
-
-_encode_canon = _canon_encoder()
+#: json.dumps(…, sort_keys=True, default=str), its encoder built once
+_CANON_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+# The C encoder ``_CANON_ENCODER.encode`` builds on every call (two thirds of the cost of a small
+# value), built once, and without circular-reference markers: a value that holds itself fails
+# with RecursionError instead of ValueError, read the same.
+_c_canon = (c_make_encoder(None, str, encode_basestring_ascii, None, ": ", ", ", True, False, True)
+            if c_make_encoder is not None else None)
 
 
 def _canon(args: Any) -> str:
     try:
-        return _encode_canon(args)
+        if _c_canon is not None:
+            return "".join(_c_canon(args, 0))
+        return _CANON_ENCODER.encode(args)  # pragma: no cover - CPython has the C encoder
     except (TypeError, ValueError, RecursionError):
         return repr(args)
 
@@ -702,7 +697,9 @@ class _CallBuilder:
 
     def finish(self) -> list[ToolCall]:
         """Apply results seen only in later model input, then settle errors."""
-        self.calls.sort(key=self.sort_key)
+        # (sorted on their keys, which are unique: the calls themselves are never compared)
+        keys = self._keys
+        self.calls = [c for _, c in sorted(zip(map(keys.__getitem__, map(id, self.calls)), self.calls))]
         # name → calls in call order not yet answered by a result message: an answered call
         # stays answered, so each list is consumed from the front
         unanswered: dict[str | None, deque[ToolCall]] | None = None
