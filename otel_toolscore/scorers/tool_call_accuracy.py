@@ -134,12 +134,12 @@ class ToolCallAccuracy(Scorer):
 
 def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score:
     calls = trajectory.tool_calls
-    actual = [call.name for call in calls]
+    results = tuple([CalledTool(index, call.id, call.name, call.span_id) for index, call in enumerate(calls)])
+    actual = [result.name for result in results]
     strict = expectation.strict
     order = list(expectation.expected_tool_order or ())
     tool = expectation.expected_tool
 
-    results = tuple(CalledTool.of(call, index) for index, call in enumerate(calls))
     correct_tool = single_tool_called(tool, actual, strict) if tool else False
     correct_order: bool | None = None
     if order:
