@@ -607,7 +607,11 @@ class _CallBuilder:
             # The n-th echo of (id, name, arguments) in this input is the n-th such call.
             nth = seen[req.id, key]
             for c in self._by_id.get(req.id, ()):
-                if self._key_of(c) == key:
+                ck = self._call_keys.get(id(c))
+                if ck is None and c.name == req.name and _plainly_equal(c.arguments, req.arguments):
+                    # (the echo of a call, mostly: its key without encoding its arguments again)
+                    ck = self._call_keys[id(c)] = key
+                if (ck or self._key_of(c)) == key:
                     if nth == 0:
                         seen[key] += 1
                         seen[req.id, key] += 1
@@ -809,6 +813,25 @@ def _without_echoed_calls(outputs: list[Message], inputs: list[Message]) -> list
         kept = [r for r in m.tool_calls if (r.id, _call_key(r.name, r.arguments)) not in echoed]
         out.append(m if len(kept) == len(m.tool_calls) else m.model_copy(update={"tool_calls": kept}))
     return out
+
+
+#: value types two equal values of which, of one type, have one JSON text
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _plainly_equal(a: Any, b: Any) -> bool:
+    """True only when the two arguments values certainly have one canonical JSON text: the same
+    object, or flat dicts with the same string keys and equal values of one plain type each (no
+    float, no nesting); False when not sure."""
+    if a is b:
+        return True
+    if type(a) is not dict or type(b) is not dict or len(a) != len(b):
+        return False
+    for k, v in a.items():
+        w = b.get(k, _PLAIN)  # (a default no value can be)
+        if type(k) is not str or type(v) is not type(w) or type(v) not in _PLAIN or v != w:
+            return False
+    return True
 
 
 def _call_key(name: str | None, arguments: Any) -> str:
