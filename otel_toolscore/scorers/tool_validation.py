@@ -304,10 +304,11 @@ class ToolCallValidation(Scorer):
         self.specs: dict[str, ToolSpec] = {
             str(name): spec_from_option(str(name), value) for name, value in (schemas or {}).items()
         }
-        # compiled once here so the first trajectory pays nothing and bad schemas show early
-        for spec in self.specs.values():
-            if spec.schema is not None:
-                compile_schema(spec.schema)
+        # compiled once here so the first trajectory pays nothing and bad schemas show early, and
+        # kept with their spec: a run asks for each by its spec, not by its text (encoded to ask)
+        self._compiled: dict[int, tuple[ToolSpec, CompiledSchema]] = {
+            id(spec): (spec, compile_schema(spec.schema)) for spec in self.specs.values() if spec.schema is not None
+        }
         self.allow_unknown_tools = bool(allow_unknown_tools)
         self.strict = bool(strict)
 
@@ -411,7 +412,7 @@ class ToolCallValidation(Scorer):
 
         spec = specs.get(name)
         if name not in memo:  # one cache look-up per tool per trajectory, not per call
-            memo[name] = compile_schema(spec.schema) if spec and spec.schema is not None else None
+            memo[name] = self._compiled_schema(spec)
         compiled = memo[name]
         usable = compiled if compiled is not None and compiled.validator is not None else None
         if usable is None and not self.allow_unknown_tools and not not_offered:
@@ -420,6 +421,12 @@ class ToolCallValidation(Scorer):
         if spec is not None and spec.deprecated:
             issues.append(_issue_deprecated(name, spec.replaced_by))
         return usable
+
+    def _compiled_schema(self, spec: ToolSpec | None) -> CompiledSchema | None:
+        if spec is None or spec.schema is None:
+            return None
+        mine = self._compiled.get(id(spec))
+        return mine[1] if mine is not None and mine[0] is spec else compile_schema(spec.schema)
 
     # trajectory -------------------------------------------------------------------------------
 
