@@ -56,7 +56,7 @@ def build_trajectories(spans: Iterable[ReadableSpan]) -> list[Trajectory]:
 # --- the span tree ---------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tree:
     facts: dict[str, SpanFacts]
     children: dict[str | None, list[SpanFacts]]
@@ -144,7 +144,7 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
 # --- which spans are runs --------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     span: SpanFacts  # innermost agent span of the run
     wrappers: list[SpanFacts]  # agent-like spans around it that are the same run, innermost first
