@@ -14,9 +14,9 @@ _MAX_ACTUAL_CHARS = 200
 # (encode() keeps no state between calls, so sharing them is safe).
 _SMALL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 _CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-# The C encoder that one builds on every call, built once (its set-up costs more than encoding a
-# tool's arguments) and without circular-reference markers: what it cannot encode goes through
-# ``_CANONICAL_ENCODER``, which says what it is as before.
+# The C encoder ``_CANONICAL_ENCODER.encode`` builds on every call, built once (its set-up costs
+# more than encoding a tool's arguments) and without circular-reference markers: what it cannot
+# encode (a cycle included) goes through ``_CANONICAL_ENCODER``, which says what it is as before.
 _c_canonical = (c_make_encoder(None, str, encode_basestring, None, ":", ",", True, False, True)
                 if c_make_encoder is not None else None)
 
