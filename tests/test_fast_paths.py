@@ -33,7 +33,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from otel_toolscore import read_otlp_json
 from otel_toolscore.conventions import classify, read_span, read_trace
 from otel_toolscore.conventions import parsing as p
-from otel_toolscore.conventions.genai import _convert_messages
+from otel_toolscore.conventions.genai import _convert_messages, _without_finish_reason
 from otel_toolscore.scorers import _facts, _grounding
 from otel_toolscore.scorers import tool_results as tr
 from otel_toolscore.scorers.base import Score, Scorer
@@ -113,6 +113,96 @@ def test_inputs_that_start_their_new_part_with_an_earlier_output_parse_as_a_full
         joined = rest if not done else in_text[:-1].rstrip() + "," + rest.strip()[1:]
         assert memo.json_list("in", joined.strip(), _convert_messages, continues="out") == _plain(joined)
         done = cut
+
+
+_GENAI_CONTINUES = p.Continues("out", "finish_reason", _without_finish_reason)
+_finish = st.sampled_from(["stop", "tool_calls", "finish_reason", 'a"}', "\u00e9\ud83d\ude00", None])
+_text = st.text(max_size=12) | st.sampled_from(['"finish_reason": "stop"}', ',"finish_reason":"x"}', "\u2028"])
+
+
+def _dumps(value: Any, separators: tuple[str, str], indent: int | None, ascii_only: bool) -> str:
+    return json.dumps(value, separators=separators, indent=indent, ensure_ascii=ascii_only)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    calls=st.lists(st.tuples(st.lists(_message, min_size=1, max_size=2), _finish, st.lists(_message, max_size=2),
+                             st.booleans(), st.booleans(), _text),
+                   min_size=1, max_size=4),
+    first=st.lists(_message, max_size=3), separators=_separators, indent=st.sampled_from([None, 1]),
+    ascii_only=st.booleans(),
+)
+def test_histories_that_repeat_outputs_without_their_finish_reason_parse_as_a_full_parse_does(
+    calls: list[tuple[list[Any], str | None, list[Any], bool, bool, str]], first: list[Any],
+    separators: tuple[str, str], indent: int | None, ascii_only: bool,
+) -> None:
+    """Model call after model call (as the GenAI semconv writes them): the output messages with
+    a ``finish_reason`` (maybe twice, maybe not last, maybe text that looks like one), then an
+    input that repeats the history, that output without it (or as written) and maybe more; whitespace
+    variants and escaped unicode. Every list read through the memo equals a full parse."""
+    memo = p.ReadMemo()
+    history: list[Any] = list(first)
+    text = _dumps(history, separators, indent, ascii_only)
+    assert memo.json_list("in", text.strip(), _convert_messages, _GENAI_CONTINUES) == _plain(text)
+    for output, finish, more, dropped, twice, content in calls:
+        output = [m if isinstance(m, dict) else {"role": "assistant", "content": m} for m in output]
+        last = dict(output[-1])
+        if twice:
+            last = {"finish_reason": "other", **last, "content": content}
+        last["finish_reason"] = finish
+        written = [*output[:-1], last]
+        out_text = _dumps(written, separators, indent, ascii_only)
+        assert memo.json_list("out", out_text.strip(), _convert_messages) == _plain(out_text)
+        echoed = output if dropped else written
+        if twice and dropped:
+            echoed = [*output[:-1], {k: v for k, v in last.items() if k != "finish_reason"}]
+        history = [*history, *echoed, *more]
+        text = _dumps(history, separators, indent, ascii_only)
+        assert memo.json_list("in", text.strip(), _convert_messages, _GENAI_CONTINUES) == _plain(text)
+
+
+@pytest.mark.parametrize("output, later", [
+    # the output's message again without its finish_reason, then a tool result
+    ('[{"role":"assistant","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","content":"x"},{"role":"user","content":"y"}]'),
+    # a prefix of the output's message that is not a message boundary
+    ('[{"role":"assistant","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","content":"x"'
+     ',"extra":1}]'),
+    ('[{"role":"assistant","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","content":"xy"}]'),
+    # finish_reason named twice: the object without the last keeps the first
+    ('[{"role":"assistant","finish_reason":"a","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","finish_reason":"a","content":"x"}]'),
+    # the key inside a string, not a member
+    ('[{"role":"assistant","content":"a, \\"finish_reason\\": \\"stop\\"}"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","content":"a}]'),
+    # finish_reason inside a part, not the message's
+    ('[{"role":"assistant","parts":[{"type":"text","content":"x","finish_reason":"stop"}]}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","parts":[{"type":"text","content":"x"}]}]'),
+    ('[{"role":"assistant","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"} , { "role":"assistant","content":"x" } ]'),
+])
+def test_edge_cases_of_outputs_repeated_without_their_finish_reason(output: str, later: str) -> None:
+    with p.shared_memo():
+        p.json_list_of('[{"role":"user","content":"hi"}]', "in", _convert_messages, _GENAI_CONTINUES)
+        assert p.json_list_of(output, "out", _convert_messages) == _plain(output)
+        assert p.json_list_of(later, "in", _convert_messages, _GENAI_CONTINUES) == _plain(later)
+
+
+def test_an_output_repeated_without_its_finish_reason_is_not_read_again() -> None:
+    first = '[{"role":"user","content":"hi"}]'
+    output = ('[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}}],'
+              '"finish_reason":"tool_calls"}]')
+    later = (first[:-1] + ',{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}}]}'
+             ',{"role":"tool","parts":[{"type":"tool_call_response","id":"c1"}]}]')
+    with p.shared_memo():
+        p.json_list_of(first, "in", _convert_messages, _GENAI_CONTINUES)
+        out = p.json_list_of(output, "out", _convert_messages)
+        got = p.json_list_of(later, "in", _convert_messages, _GENAI_CONTINUES)
+    assert got == _plain(later)
+    assert out is not None and got is not None and got[1] is not out[0] and got[1].finish_reason is None
+    assert got[1].tool_calls[0] is out[0].tool_calls[0]  # read once, with the output
 
 
 def test_an_input_that_starts_its_new_part_with_the_earlier_output_shares_its_messages() -> None:

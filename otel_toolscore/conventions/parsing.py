@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import fields, is_dataclass
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from otel_toolscore import semconv as sc
@@ -28,6 +29,13 @@ MAX_DEPTH = 100
 # json.dumps with any non-default option builds a new encoder per call; these are those calls'
 # encoders, built once (encode() keeps no state between calls, so sharing them is safe).
 _TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+# What ``_TEXT_ENCODER.encode`` builds on every call (a C encoder), built once, without the
+# circular-reference bookkeeping: parsed JSON holds no cycle, and any value this cannot encode
+# (a cycle, a non-JSON type, too deep) is encoded again by ``_TEXT_ENCODER``, which says why.
+_FAST_TEXT_ENCODER: Callable[[Any, int], Sequence[str]] | None = (
+    c_make_encoder(None, _TEXT_ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True)
+    if c_make_encoder is not None else None
+)
 
 
 def as_text(value: Any) -> str | None:
@@ -40,6 +48,11 @@ def as_text(value: Any) -> str | None:
         return value.decode("utf-8", "replace")
     if isinstance(value, (bool, int, float)):
         return json.dumps(value)
+    if _FAST_TEXT_ENCODER is not None:
+        try:
+            return "".join(_FAST_TEXT_ENCODER(value, 0))  # (a tuple is written as a list)
+        except (TypeError, ValueError, RecursionError):
+            pass
     try:
         return _TEXT_ENCODER.encode(list(value) if isinstance(value, tuple) else value)
     except (TypeError, ValueError):
@@ -305,7 +318,7 @@ class ReadMemo:
         return value
 
     def json_list(self, key: str, text: str, convert: Callable[[list[Any]], list[Any]],
-                  continues: str | None = None) -> list[Any] | None:
+                  continues: str | Continues | None = None) -> list[Any] | None:
         """``convert(json.loads(text))`` for stripped text that starts with ``[`` and parses to a
         JSON list, else None; an earlier list of the same key that this one extends is reused,
         and in what it adds, a list of key ``continues`` (converted by the same ``convert``).
@@ -330,7 +343,10 @@ class ReadMemo:
             self._extends[id(text)] = (text, best[0])
             rest = text[len(best[0]) - 1 :].lstrip(_JSON_WS)
             if rest[:1] == ",":
-                added = self._continued(continues, rest[1:].lstrip(_JSON_WS), convert) if continues else None
+                added = None
+                if continues:
+                    added = self._continued(Continues(continues) if isinstance(continues, str) else continues,
+                                            rest[1:].lstrip(_JSON_WS), convert)
                 if added is None:
                     added = _converted_list("[" + rest[1:], convert)
                 if added is not None:
@@ -351,21 +367,68 @@ class ReadMemo:
             del seen[0]
         return list(items)
 
-    def _continued(self, key: str, rest: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
-        """The items of ``"[" + rest`` when ``rest`` starts with the items of a list of ``key``
-        (latest first), else None."""
-        for prev_text, prev_items in reversed(self._lists.get(key, ())):
+    def _continued(self, continues: Continues, rest: str,
+                   convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
+        """The items of ``"[" + rest`` when ``rest`` starts with the items of a list of
+        ``continues.key`` (latest first), whole or with the last one's ``continues.member``
+        dropped, else None."""
+        for prev_text, prev_items in reversed(self._lists.get(continues.key, ())):
             inner = prev_text[1:-1].strip(_JSON_WS)
-            if not prev_items or not inner or not rest.startswith(inner):
+            if not prev_items or not inner:
                 continue
+            items = prev_items
+            if not rest.startswith(inner):
+                head = _without_last_member(inner, continues.member) if continues.member else None
+                if head is None or not rest.startswith(head):
+                    continue
+                inner = head
+                items = [*prev_items[:-1], continues.without(prev_items[-1])]
             after = rest[len(inner) :].lstrip(_JSON_WS)
             if after == "]":
-                return list(prev_items)
+                return list(items)
             if after[:1] == ",":
                 more = _converted_list("[" + after[1:], convert)
                 if more is not None:
-                    return prev_items + more
+                    return items + more
         return None
+
+
+class Continues(NamedTuple):
+    """What the new part of a list may start with (``ReadMemo.json_list``): the items of a list
+    of ``key`` read earlier, as they were written, or with the last one's last ``member``
+    dropped (a chat history repeats a model call's output messages without their
+    ``finish_reason``). ``convert`` must turn an object item into exactly one item, and
+    ``without`` turn that into what the object without ``member`` converts to."""
+
+    key: str
+    member: str | None = None
+    without: Callable[[Any], Any] = lambda item: item
+
+
+_MEMBER_TAILS: dict[str, re.Pattern[str]] = {}
+
+
+def _without_last_member(items: str, member: str) -> str | None:
+    """The JSON text of items whose last is an object ending with ``member`` (a string or
+    null), with that member dropped, when ``member`` is nowhere else in that text: an object
+    that named it twice would keep the other. Else None.
+
+    The ``,`` before the member's key is outside any string (a string cannot hold an unescaped
+    ``"``), so the key is a member of the object the final ``}`` closes: the last item's."""
+    key = f'"{member}"'
+    at = items.rfind(key)
+    if at < 0:
+        return None
+    tail = _MEMBER_TAILS.get(member)
+    if tail is None:
+        tail = _MEMBER_TAILS[member] = re.compile(
+            re.escape(key) + r'[ \t\n\r]*:[ \t\n\r]*(?:"(?:[^"\\]|\\.)*"|null)[ \t\n\r]*\}', re.S)
+    if tail.fullmatch(items, at) is None:
+        return None
+    head = items[:at].rstrip(_JSON_WS)
+    if head[-1:] != "," or key in head:
+        return None
+    return head[:-1].rstrip(_JSON_WS) + "}"
 
 
 def _converted_list(text: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
@@ -393,7 +456,7 @@ def shared_memo() -> Iterator[ReadMemo]:
 
 
 def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]],
-                 continues: str | None = None) -> list[Any] | None:
+                 continues: str | Continues | None = None) -> list[Any] | None:
     """``convert(parsed)`` when the value reads (``try_loads``) as a list, else None.
 
     Inside ``shared_memo`` a JSON text that extends an earlier one of the same ``key`` is
