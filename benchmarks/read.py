@@ -6,8 +6,10 @@ checkout of the package and on this one, interleaved (see ``benchmarks.compare``
 
 Workloads: synthetic GenAI runs of 10 and 50 spans (``benchmarks.workload.genai_run``, their
 attributes held as the SDK holds them), and the shared real conversations (``../shared/realworld``,
-decoded from OTLP JSON: plain-dict attributes), one ``read_trace`` per trace. Each figure is per
-run (per trace), on fresh span objects for every repeat, with the thread's CPU time.
+decoded from OTLP JSON: plain-dict attributes), one ``read_trace`` per trace in conversation order
+(a turn's trace may extend the history the turn before read). Each figure is per run (per
+trace), with the thread's CPU time; synthetic runs are fresh span objects every repeat, and what
+a version keeps between traces is forgotten before each pass.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +43,12 @@ def _realworld(read_otlp_json: Any) -> list[list[ReadableSpan]]:
 
 
 def _per_run(read_trace: Any, runs: Sequence[Sequence[ReadableSpan]]) -> list[float]:
+    # lists read by earlier traces (later versions keep some for a conversation's next turn):
+    # forgotten, so that each pass reads its traces as the first time
+    forget = getattr(sys.modules[read_trace.__module__.replace(".conventions", ".conventions.parsing")],
+                     "forget_earlier_traces", None)
+    if forget is not None:
+        forget()
     gc.collect()
     out = []
     for spans in runs:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
@@ -291,7 +293,7 @@ class ReadMemo:
     __slots__ = ("_clean", "_extends", "_lists", "_values")
 
     def __init__(self) -> None:
-        self._lists: dict[str, list[tuple[str, list[Any]]]] = {}
+        self._lists: dict[str, list[_Listed]] = {}
         self._values: dict[tuple[str, str], Any] = {}
         # Both by id, not by text (hashing a long text costs more than searching it); each
         # holds its texts, so that an id stays theirs while the memo lives.
@@ -352,17 +354,26 @@ class ReadMemo:
         items followed by those of ``"[" + more``.
         """
         seen = self._lists.setdefault(key, [])
-        best: tuple[str, list[Any]] | None = None
+        best: _Listed | None = None
         for prev in seen:
-            if prev[0] == text:
-                return list(prev[1])
-            if len(prev[0]) < len(text) and (best is None or len(prev[0]) > len(best[0])) \
-                    and text.startswith(prev[0][:-1]):
+            if prev.text == text:
+                return list(prev.items)
+            if len(prev.text) < len(text) and (best is None or len(prev.text) > len(best.text)) \
+                    and text.startswith(prev.open):
                 best = prev
+        if best is None and len(text) >= _HEAD:
+            # the first list of this trace: a conversation's next turn (a new trace) repeats
+            # the history an earlier trace read
+            best = _EARLIER.extended(key, convert, text)
+            if best is not None and best.text == text:
+                seen.append(best)
+                return list(best.items)
+        found = _unread.get()
+        noted = len(found) if found is not None else 0
         items: list[Any] | None = None
         if best is not None:
-            self._extends[id(text)] = (text, best[0])
-            rest = text[len(best[0]) - 1 :].lstrip(_JSON_WS)
+            self._extends[id(text)] = (text, best.text)
+            rest = text[len(best.open) :].lstrip(_JSON_WS)
             if rest[:1] == ",":
                 added = None
                 if continues:
@@ -371,7 +382,7 @@ class ReadMemo:
                 if added is None:
                     added = _converted_list("[" + rest[1:], convert)
                 if added is not None:
-                    items = best[1] + added
+                    items = best.items + added
         if items is None:
             try:
                 parsed = _json(text)
@@ -383,9 +394,15 @@ class ReadMemo:
             if not parsed:
                 # "[]" + "," + more is no JSON: only a non-empty list can be extended.
                 return list(items)
-        seen.append((text, items))
+        if found is not None and len(found) > noted:
+            # a value left unread is noted for each span that holds it (as read_once does)
+            return items
+        listed = _Listed(text, items)
+        seen.append(listed)
         if len(seen) > _MEMO_LISTS:
             del seen[0]
+        if len(text) >= _HEAD:
+            _EARLIER.add(key, convert, listed)
         return list(items)
 
     def _continued(self, continues: Continues, rest: str,
@@ -393,17 +410,17 @@ class ReadMemo:
         """The items of ``"[" + rest`` when ``rest`` starts with the items of a list of
         ``continues.key`` (latest first), whole or with the last one's ``continues.member``
         dropped, else None."""
-        for prev_text, prev_items in reversed(self._lists.get(continues.key, ())):
-            inner = prev_text[1:-1].strip(_JSON_WS)
-            if not prev_items or not inner:
+        for prev in reversed(self._lists.get(continues.key, ())):
+            inner = prev.inner
+            if not prev.items or not inner:
                 continue
-            items = prev_items
+            items = prev.items
             if not rest.startswith(inner):
-                head = _without_last_member(inner, continues.member) if continues.member else None
+                head = prev.without(continues.member) if continues.member else None
                 if head is None or not rest.startswith(head):
                     continue
                 inner = head
-                items = [*prev_items[:-1], continues.without(prev_items[-1])]
+                items = [*items[:-1], continues.without(items[-1])]
             after = rest[len(inner) :].lstrip(_JSON_WS)
             if after == "]":
                 return list(items)
@@ -412,6 +429,34 @@ class ReadMemo:
                 if more is not None:
                     return items + more
         return None
+
+
+class _Listed:
+    """A list text the memo has read (stripped, ``[`` … ``]``), its converted items, and the
+    texts later lists are compared with, each cut once."""
+
+    __slots__ = ("_inner", "_without", "items", "open", "text")
+
+    def __init__(self, text: str, items: list[Any]) -> None:
+        self.text = text
+        self.items = items
+        #: all but the closing ``]``: what a text that adds items starts with
+        self.open = text[:-1]
+        self._inner: str | None = None
+        self._without: tuple[str, str | None] | None = None
+
+    @property
+    def inner(self) -> str:
+        """The items' text, without brackets or the spaces inside them."""
+        if self._inner is None:
+            self._inner = self.text[1:-1].strip(_JSON_WS)
+        return self._inner
+
+    def without(self, member: str) -> str | None:
+        """``_without_last_member(self.inner, member)``, worked out once."""
+        if self._without is None or self._without[0] != member:
+            self._without = (member, _without_last_member(self.inner, member))
+        return self._without[1]
 
 
 class Continues(NamedTuple):
@@ -460,6 +505,81 @@ def _converted_list(text: str, convert: Callable[[list[Any]], list[Any]]) -> lis
     except (ValueError, RecursionError):
         return None
     return convert(parsed) if isinstance(parsed, list) and parsed else None
+
+
+#: a list text's first characters, by which lists read by earlier traces are found
+_HEAD = 512
+#: lists kept for later traces: how many heads, how many lists per head, how many characters
+_EARLIER_HEADS = 256
+_EARLIER_PER_HEAD = 4
+_EARLIER_CHARS = 8_000_000
+
+
+class _Earlier:
+    """Lists read by earlier traces, for the first list of a later trace that extends one.
+
+    A chat app's conversation is a trace per turn, and each turn's model calls repeat the
+    history of all the turns before: read trace by trace, that history would be parsed whole
+    once per turn (quadratic in the conversation's length). Kept by (key, ``convert``, first
+    characters), most recently used first, within bounds of count and characters; the items
+    are shared, never mutated (as between the spans of one trace). Read and written under a
+    lock: traces may be read in several threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._heads: OrderedDict[tuple[str, Callable[..., Any], str], list[_Listed]] = OrderedDict()
+        self._chars = 0
+
+    def extended(self, key: str, convert: Callable[..., Any], text: str) -> _Listed | None:
+        """The longest list kept that ``text`` equals or extends (whose text it starts with,
+        but for the closing ``]``), or None."""
+        head = (key, convert, text[:_HEAD])
+        with self._lock:
+            kept = self._heads.get(head)
+            if not kept:
+                return None
+            self._heads.move_to_end(head)
+            kept = list(kept)
+        best: _Listed | None = None
+        for prev in kept:
+            if len(prev.text) <= len(text) and (best is None or len(prev.text) > len(best.text)) \
+                    and (prev.text == text or text.startswith(prev.open)):
+                best = prev
+        return best
+
+    def add(self, key: str, convert: Callable[..., Any], listed: _Listed) -> None:
+        head = (key, convert, listed.text[:_HEAD])
+        size = len(listed.text)
+        with self._lock:
+            kept = self._heads.get(head)
+            if kept is None:
+                kept = self._heads[head] = []
+            else:
+                self._heads.move_to_end(head)
+                # a list this one extends is no longer needed: the next turn extends this one
+                for prev in [e for e in kept if listed.text.startswith(e.open)]:
+                    kept.remove(prev)
+                    self._chars -= len(prev.text)
+            kept.append(listed)
+            self._chars += size
+            if len(kept) > _EARLIER_PER_HEAD:
+                self._chars -= len(kept.pop(0).text)
+            while self._heads and (len(self._heads) > _EARLIER_HEADS or self._chars > _EARLIER_CHARS):
+                _, dropped = self._heads.popitem(last=False)
+                self._chars -= sum(len(p.text) for p in dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._heads.clear()
+            self._chars = 0
+
+
+_EARLIER = _Earlier()
+
+
+def forget_earlier_traces() -> None:
+    """Forget the lists earlier traces read (for benchmarks that read the same traces again)."""
+    _EARLIER.clear()
 
 
 _memo: ContextVar[ReadMemo | None] = ContextVar("otel_toolscore_read_memo", default=None)
