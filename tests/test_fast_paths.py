@@ -250,6 +250,57 @@ def test_a_growing_history_is_searched_for_surrogates_as_a_whole_text_is(turns: 
             assert p.text_may_hold_surrogates(text) == p.may_hold_surrogates(text)
 
 
+def _chat_span(trace_id: int, span_id: int, history: str, output: str = "[]") -> ReadableSpan:
+    return ReadableSpan(name="chat m", context=SpanContext(trace_id, span_id, False, TraceFlags(1)),
+                        attributes={"gen_ai.operation.name": "chat", "gen_ai.input.messages": history,
+                                    "gen_ai.output.messages": output})
+
+
+def test_a_turn_that_repeats_the_history_an_earlier_trace_read_reads_as_each_span_alone() -> None:
+    # a conversation, a trace per turn: each turn's history repeats every turn before
+    p.forget_earlier_traces()
+    history: list[Any] = [{"role": "system", "content": "policy " * 200}]
+    read: list[list[Any]] = []
+    for turn in range(4):
+        history.append({"role": "user", "content": f"question {turn} \u00e9"})
+        output = [{"role": "assistant", "parts": [{"type": "text", "content": f"answer {turn}"}],
+                   "finish_reason": "stop"}]
+        spans = [_chat_span(turn + 1, 2, json.dumps(history), json.dumps(output))]
+        history.append({"role": "assistant", "parts": output[0]["parts"]})
+        spans.append(_chat_span(turn + 1, 3, json.dumps(history)))
+        facts = read_trace(spans)
+        assert _facts_of(facts) == _facts_of([read_span(s, i) for i, s in enumerate(spans)])
+        read.append(facts[0].input_messages or [])
+    # the later turns took the earlier turns' messages as read
+    assert read[3][0] is read[0][0] and read[3][2] is read[1][2]
+
+
+def test_what_earlier_traces_read_is_kept_within_bounds() -> None:
+    p.forget_earlier_traces()
+    for i in range(p._EARLIER_HEADS + 50):
+        text = json.dumps([{"role": "user", "content": f"{i} " + "x" * p._HEAD}])
+        read_trace([_chat_span(i + 1, 2, text)])
+    earlier = p._EARLIER
+    assert len(earlier._heads) == p._EARLIER_HEADS
+    assert earlier._chars == sum(len(e.text) for kept in earlier._heads.values() for e in kept)
+    assert earlier._chars <= p._EARLIER_CHARS
+    p.forget_earlier_traces()
+
+
+def test_a_history_that_left_a_value_unread_is_noted_for_each_span_that_holds_it() -> None:
+    deep: Any = 1
+    for _ in range(p.MAX_DEPTH + 5):
+        deep = [deep]
+    call = {"type": "tool_call", "id": "c1", "name": "f", "arguments": {"a": deep}}
+    history: list[Any] = [{"role": "user", "content": "hi"}, {"role": "assistant", "parts": [call]}]
+    first = json.dumps(history)
+    later = json.dumps([*history, {"role": "user", "content": "again"}])
+    spans = [_chat_span(1, 2, first), _chat_span(1, 3, later)]
+    facts = read_trace(spans)
+    assert _facts_of(facts) == _facts_of([read_span(s, i) for i, s in enumerate(spans)])
+    assert all(any("was not read" in problem for problem in f.problems) for f in facts)
+
+
 def _tool_span(span_id: int, result: str) -> ReadableSpan:
     return ReadableSpan(name="execute_tool f", context=SpanContext(1, span_id, False, TraceFlags(1)),
                         attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f",
