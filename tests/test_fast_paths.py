@@ -259,7 +259,7 @@ def _chat_span(trace_id: int, span_id: int, history: str, output: str = "[]") ->
 def test_a_turn_that_repeats_the_history_an_earlier_trace_read_reads_as_each_span_alone() -> None:
     # a conversation, a trace per turn: each turn's history repeats every turn before
     p.forget_earlier_traces()
-    history: list[Any] = [{"role": "system", "content": "policy " * 200}]
+    history: list[Any] = [{"role": "system", "content": "policy " * 700}]
     read: list[list[Any]] = []
     for turn in range(4):
         history.append({"role": "user", "content": f"question {turn} \u00e9"})
@@ -278,7 +278,7 @@ def test_a_turn_that_repeats_the_history_an_earlier_trace_read_reads_as_each_spa
 def test_what_earlier_traces_read_is_kept_within_bounds() -> None:
     p.forget_earlier_traces()
     for i in range(p._EARLIER_HEADS + 50):
-        text = json.dumps([{"role": "user", "content": f"{i} " + "x" * p._HEAD}])
+        text = json.dumps([{"role": "user", "content": f"{i} " + "x" * p._EARLIER_MIN_CHARS}])
         read_trace([_chat_span(i + 1, 2, text)])
     earlier = p._EARLIER
     assert len(earlier._heads) == p._EARLIER_HEADS

@@ -290,10 +290,12 @@ class ReadMemo:
     shared between spans, never mutated.
     """
 
-    __slots__ = ("_clean", "_extends", "_lists", "_values")
+    __slots__ = ("_clean", "_extends", "_last", "_lists", "_values")
 
     def __init__(self) -> None:
         self._lists: dict[str, list[_Listed]] = {}
+        #: the list read last for each key, and its ``convert``
+        self._last: dict[str, tuple[Callable[..., Any], _Listed]] = {}
         self._values: dict[tuple[str, str], Any] = {}
         # Both by id, not by text (hashing a long text costs more than searching it); each
         # holds its texts, so that an id stays theirs while the memo lives.
@@ -361,7 +363,7 @@ class ReadMemo:
             if len(prev.text) < len(text) and (best is None or len(prev.text) > len(best.text)) \
                     and text.startswith(prev.open):
                 best = prev
-        if best is None and len(text) >= _HEAD:
+        if best is None and len(text) >= _EARLIER_MIN_CHARS:
             # the first list of this trace: a conversation's next turn (a new trace) repeats
             # the history an earlier trace read
             best = _EARLIER.extended(key, convert, text)
@@ -401,9 +403,14 @@ class ReadMemo:
         seen.append(listed)
         if len(seen) > _MEMO_LISTS:
             del seen[0]
-        if len(text) >= _HEAD:
-            _EARLIER.add(key, convert, listed)
+        self._last[key] = (convert, listed)
         return list(items)
+
+    def keep_for_later_traces(self) -> None:
+        """Each key's last list (a history: its longest), for the traces after this one."""
+        for key, (convert, listed) in self._last.items():
+            if len(listed.text) >= _EARLIER_MIN_CHARS:
+                _EARLIER.add(key, convert, listed)
 
     def _continued(self, continues: Continues, rest: str,
                    convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
@@ -509,10 +516,13 @@ def _converted_list(text: str, convert: Callable[[list[Any]], list[Any]]) -> lis
 
 #: a list text's first characters, by which lists read by earlier traces are found
 _HEAD = 512
-#: lists kept for later traces: how many heads, how many lists per head, how many characters
-_EARLIER_HEADS = 256
+#: lists kept for later traces: the shortest (a shorter one costs less to parse again than to
+#: keep: its objects, cold by then, are freed when it is dropped), how many heads, how many
+#: lists per head, how many characters
+_EARLIER_MIN_CHARS = 4096
+_EARLIER_HEADS = 128
 _EARLIER_PER_HEAD = 4
-_EARLIER_CHARS = 8_000_000
+_EARLIER_CHARS = 4_000_000
 
 
 class _Earlier:
@@ -594,6 +604,7 @@ def shared_memo() -> Iterator[ReadMemo]:
         yield memo
     finally:
         _memo.reset(token)
+    memo.keep_for_later_traces()
 
 
 def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]],
