@@ -163,20 +163,30 @@ def may_hold_surrogates(value: str) -> bool:
 
 def clean_strings(obj: Any) -> Any:
     """``valid_text`` on every string inside a value (lists, dicts and dataclasses in place).
-    Values read from attributes nest at most ``MAX_DEPTH`` levels, so recursion is bounded."""
+    Values read from attributes nest at most ``MAX_DEPTH`` levels, so recursion is bounded.
+
+    Only what holds such a string is changed: the readers share what they read between spans
+    and traces (``ReadMemo``), and a value that holds none is left untouched for the others."""
     if isinstance(obj, str):
         return valid_text(obj)
     if isinstance(obj, list):
-        obj[:] = [clean_strings(x) for x in obj]
+        items = [clean_strings(x) for x in obj]
+        if any(new is not old for new, old in zip(items, obj)):
+            obj[:] = items
     elif isinstance(obj, tuple):
-        return tuple(clean_strings(x) for x in obj)
+        items = [clean_strings(x) for x in obj]
+        return tuple(items) if any(new is not old for new, old in zip(items, obj)) else obj
     elif isinstance(obj, dict):
-        cleaned = {clean_strings(k): clean_strings(v) for k, v in obj.items()}
-        obj.clear()
-        obj.update(cleaned)
+        pairs = [(clean_strings(k), clean_strings(v)) for k, v in obj.items()]
+        if any(k is not old_k or v is not old_v for (k, v), (old_k, old_v) in zip(pairs, obj.items())):
+            obj.clear()
+            obj.update(pairs)
     elif is_dataclass(obj) and not isinstance(obj, type):
         for f in fields(obj):
-            setattr(obj, f.name, clean_strings(getattr(obj, f.name)))
+            value = getattr(obj, f.name)
+            cleaned = clean_strings(value)
+            if cleaned is not value:
+                setattr(obj, f.name, cleaned)
     return obj
 
 
@@ -323,11 +333,25 @@ class ReadMemo:
         return False
 
     def value(self, key: str, text: str, convert: Callable[[str], _T]) -> _T:
-        """``convert(text)``, once per distinct text."""
+        """``convert(text)``, once per distinct text: ``read_once``, and kept for later traces
+        too (an app sends the same tool definitions with every request of every run)."""
         k = (key, text)
-        if k not in self._values:
-            self._values[k] = convert(text)
-        return self._values[k]
+        if k in self._values:
+            return self._values[k]  # type: ignore[no-any-return]
+        earlier = (key, convert, text)
+        found, value = _EARLIER_VALUES.get(earlier)
+        if found:
+            self._values[k] = value
+            return value  # type: ignore[no-any-return]
+        unread = _unread.get()
+        before = len(unread) if unread is not None else -1
+        value = convert(text)
+        if unread is None or len(unread) == before:
+            self._values[k] = value
+            # (what a text with lone surrogates read is cleaned in place: kept to this trace)
+            if not self.may_hold_surrogates(text):
+                _EARLIER_VALUES.add(earlier, len(text), value)
+        return value
 
     def read_once(self, key: str, text: str, read: Callable[[str], _T]) -> _T:
         """``read(text)``, once per distinct text unless reading it left a value unread (that
@@ -409,7 +433,8 @@ class ReadMemo:
     def keep_for_later_traces(self) -> None:
         """Each key's last list (a history: its longest), for the traces after this one."""
         for key, (convert, listed) in self._last.items():
-            if len(listed.text) >= _EARLIER_MIN_CHARS:
+            # (what a text with lone surrogates read is cleaned in place: kept to this trace)
+            if len(listed.text) >= _EARLIER_MIN_CHARS and not self.may_hold_surrogates(listed.text):
                 _EARLIER.add(key, convert, listed)
 
     def _continued(self, continues: Continues, rest: str,
@@ -587,9 +612,45 @@ class _Earlier:
 _EARLIER = _Earlier()
 
 
+class _EarlierValues:
+    """Values read by earlier traces (``ReadMemo.value``), by (key, ``convert``, text), most
+    recently used first, within bounds of count and characters; under a lock."""
+
+    def __init__(self, entries: int = 256, chars: int = 2_000_000) -> None:
+        self._lock = threading.Lock()
+        self._values: OrderedDict[tuple[str, Callable[..., Any], str], Any] = OrderedDict()
+        self._entries, self._max_chars, self._chars = entries, chars, 0
+
+    def get(self, k: tuple[str, Callable[..., Any], str]) -> tuple[bool, Any]:
+        with self._lock:
+            if k not in self._values:
+                return False, None
+            self._values.move_to_end(k)
+            return True, self._values[k]
+
+    def add(self, k: tuple[str, Callable[..., Any], str], size: int, value: Any) -> None:
+        with self._lock:
+            if k in self._values or size > self._max_chars // 8:
+                return
+            self._values[k] = value
+            self._chars += size
+            while len(self._values) > self._entries or self._chars > self._max_chars:
+                (_, _, text), _ = self._values.popitem(last=False)
+                self._chars -= len(text)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self._chars = 0
+
+
+_EARLIER_VALUES = _EarlierValues()
+
+
 def forget_earlier_traces() -> None:
-    """Forget the lists earlier traces read (for benchmarks that read the same traces again)."""
+    """Forget what earlier traces read (for benchmarks that read the same traces again)."""
     _EARLIER.clear()
+    _EARLIER_VALUES.clear()
 
 
 _memo: ContextVar[ReadMemo | None] = ContextVar("otel_toolscore_read_memo", default=None)
