@@ -287,6 +287,44 @@ def test_what_earlier_traces_read_is_kept_within_bounds() -> None:
     p.forget_earlier_traces()
 
 
+def _defs_span(trace_id: int, definitions: str) -> ReadableSpan:
+    return ReadableSpan(name="chat m", context=SpanContext(trace_id, 2, False, TraceFlags(1)),
+                        attributes={"gen_ai.operation.name": "chat", "gen_ai.tool.definitions": definitions})
+
+
+def test_tool_definitions_an_earlier_trace_read_are_not_read_again() -> None:
+    p.forget_earlier_traces()
+    text = json.dumps([{"type": "function", "name": "f", "parameters": {"type": "object"}}])
+    first, second = (read_trace([_defs_span(t, text)])[0] for t in (1, 2))
+    assert _facts_of([second]) == _facts_of([read_span(_defs_span(2, text))])
+    assert first.tool_definitions and second.tool_definitions
+    assert second.tool_definitions[0] is first.tool_definitions[0]
+    # a text that may hold a lone surrogate is read again: what it gives is cleaned in place
+    odd = json.dumps([{"type": "function", "name": "g", "description": "\ud800"}])
+    first, second = (read_trace([_defs_span(t, odd)])[0] for t in (3, 4))
+    assert first.tool_definitions and second.tool_definitions
+    assert second.tool_definitions[0] is not first.tool_definitions[0]
+    assert second.tool_definitions[0].description == "\ufffd"
+
+
+class _Untouchable(dict):  # type: ignore[type-arg]
+    def clear(self) -> None:
+        raise AssertionError("a value that holds no lone surrogate was changed")
+
+
+class _UntouchableList(list):  # type: ignore[type-arg]
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise AssertionError("a value that holds no lone surrogate was changed")
+
+
+def test_cleaning_leaves_what_holds_no_lone_surrogate_untouched() -> None:
+    # (what the readers share between spans and traces may be read in another thread meanwhile)
+    shared = _Untouchable({"a": _UntouchableList(["b", _Untouchable({"c": "d"})])})
+    value = {"shared": shared, "odd": ["x\ud800"]}
+    assert p.clean_strings(value) == {"shared": {"a": ["b", {"c": "d"}]}, "odd": ["x\ufffd"]}
+    assert value["shared"] is shared
+
+
 def test_a_history_that_left_a_value_unread_is_noted_for_each_span_that_holds_it() -> None:
     deep: Any = 1
     for _ in range(p.MAX_DEPTH + 5):
