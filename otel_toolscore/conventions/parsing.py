@@ -477,6 +477,12 @@ class _Listed:
         self._inner: str | None = None
         self._without: tuple[str, str | None] | None = None
 
+    def opens(self, text: str) -> bool:
+        """Does ``text`` start with ``open``? Histories of one app's conversations share a
+        long head (the system prompt): their ends are compared first."""
+        end = len(self.open)
+        return text[max(end - 32, 0) : end] == self.open[-32:] and text.startswith(self.open)
+
     @property
     def inner(self) -> str:
         """The items' text, without brackets or the spaces inside them."""
@@ -546,8 +552,8 @@ _HEAD = 512
 #: lists per head, how many characters
 _EARLIER_MIN_CHARS = 4096
 _EARLIER_HEADS = 128
-_EARLIER_PER_HEAD = 4
-_EARLIER_CHARS = 4_000_000
+_EARLIER_PER_HEAD = 32
+_EARLIER_CHARS = 2_000_000
 
 
 class _Earlier:
@@ -578,7 +584,7 @@ class _Earlier:
         best: _Listed | None = None
         for prev in kept:
             if len(prev.text) <= len(text) and (best is None or len(prev.text) > len(best.text)) \
-                    and (prev.text == text or text.startswith(prev.open)):
+                    and (prev.text == text or prev.opens(text)):
                 best = prev
         return best
 
@@ -592,7 +598,7 @@ class _Earlier:
             else:
                 self._heads.move_to_end(head)
                 # a list this one extends is no longer needed: the next turn extends this one
-                for prev in [e for e in kept if listed.text.startswith(e.open)]:
+                for prev in [e for e in kept if e.opens(listed.text)]:
                     kept.remove(prev)
                     self._chars -= len(prev.text)
             kept.append(listed)
