@@ -319,14 +319,18 @@ class ReadMemo:
         where it differs: each LLM span's history repeats the one before it."""
         if self._clean.get(id(text)) is text:
             return False
-        if not text.isascii():
-            return may_hold_surrogates(text)
         rest = text
         extends = self._extends.get(id(text))
         if extends is not None and extends[0] is text and self._clean.get(id(extends[1])) is extends[1]:
             # An escape ("\\ud…") is three characters: one outside the part shared with the
             # clean text begins at most two before that part's end.
             rest = text[max(len(extends[1]) - 4, 0) :]
+        if not rest.isascii():
+            # a raw surrogate is one character: in the shared part, the clean text would hold it
+            try:
+                rest.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
         if ("\\ud" in rest or "\\uD" in rest) and may_hold_surrogates(text):
             return True
         self._clean[id(text)] = text
@@ -381,7 +385,9 @@ class ReadMemo:
         """
         seen = self._lists.setdefault(key, [])
         best: _Listed | None = None
-        for prev in seen:
+        # latest first: the list a text extends is nearly always the one read last, and the
+        # shorter ones before it are then not compared (a comparison costs their length)
+        for prev in reversed(seen):
             if prev.text == text:
                 return list(prev.items)
             if len(prev.text) < len(text) and (best is None or len(prev.text) > len(best.text)) \
