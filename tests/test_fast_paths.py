@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -323,6 +324,21 @@ def test_cleaning_leaves_what_holds_no_lone_surrogate_untouched() -> None:
     value = {"shared": shared, "odd": ["x\ud800"]}
     assert p.clean_strings(value) == {"shared": {"a": ["b", {"c": "d"}]}, "odd": ["x\ufffd"]}
     assert value["shared"] is shared
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_starts_with_nothing_kept_and_free_locks() -> None:
+    p.forget_earlier_traces()
+    text = json.dumps([{"type": "function", "name": "f"}])
+    read_trace([_defs_span(1, text)])
+    with p._EARLIER._lock, p._EARLIER_VALUES._lock:  # as if another thread were reading
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            fresh = not p._EARLIER._lock.locked() and not p._EARLIER_VALUES._lock.locked() \
+                and not p._EARLIER_VALUES._values
+            os._exit(0 if fresh else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
 
 
 def test_a_history_that_left_a_value_unread_is_noted_for_each_span_that_holds_it() -> None:

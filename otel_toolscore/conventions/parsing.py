@@ -20,6 +20,7 @@ from dataclasses import fields, is_dataclass
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, TypeGuard, TypeVar
 
+from otel_toolscore import _fork
 from otel_toolscore import semconv as sc
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
 
@@ -34,10 +35,11 @@ _TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False)
 # What ``_TEXT_ENCODER.encode`` builds on every call (a C encoder), built once, without the
 # circular-reference bookkeeping: parsed JSON holds no cycle, and any value this cannot encode
 # (a cycle, a non-JSON type, too deep) is encoded again by ``_TEXT_ENCODER``, which says why.
-_FAST_TEXT_ENCODER: Callable[[Any, int], Sequence[str]] | None = (
-    c_make_encoder(None, _TEXT_ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True)
-    if c_make_encoder is not None else None
-)
+try:
+    _FAST_TEXT_ENCODER: Callable[[Any, int], Sequence[str]] | None = c_make_encoder(
+        None, _TEXT_ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True)
+except TypeError:  # no C encoder, or one this interpreter builds otherwise
+    _FAST_TEXT_ENCODER = None
 
 
 # ``json.loads`` of a text without surrounding whitespace is its decoder's C scanner from 0 to
@@ -657,6 +659,15 @@ class _EarlierValues:
 
 
 _EARLIER_VALUES = _EarlierValues()
+
+
+def _forget_in_child() -> None:
+    # a fork copies the locks as they were: one held by another thread then stays held
+    global _EARLIER, _EARLIER_VALUES
+    _EARLIER, _EARLIER_VALUES = _Earlier(), _EarlierValues()
+
+
+_fork.register(after_in_child=_forget_in_child)
 
 
 def forget_earlier_traces() -> None:
