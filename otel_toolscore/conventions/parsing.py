@@ -399,9 +399,11 @@ class ReadMemo:
             # the first list of this trace: a conversation's next turn (a new trace) repeats
             # the history an earlier trace read
             best = _EARLIER.extended(key, convert, text)
-            if best is not None and best.text == text:
-                seen.append(best)
-                return list(best.items)
+            if best is not None:
+                self._clean[id(best.text)] = best.text  # (only texts without surrogates are kept)
+                if best.text == text:
+                    seen.append(best)
+                    return list(best.items)
         found = _unread.get()
         noted = len(found) if found is not None else 0
         items: list[Any] | None = None
@@ -475,21 +477,21 @@ class _Listed:
     """A list text the memo has read (stripped, ``[`` … ``]``), its converted items, and the
     texts later lists are compared with, each cut once."""
 
-    __slots__ = ("_inner", "_without", "items", "open", "text")
+    __slots__ = ("_inner", "_tail", "_without", "items", "open", "text")
 
     def __init__(self, text: str, items: list[Any]) -> None:
         self.text = text
         self.items = items
         #: all but the closing ``]``: what a text that adds items starts with
         self.open = text[:-1]
+        self._tail = self.open[-32:]
         self._inner: str | None = None
         self._without: tuple[str, str | None] | None = None
 
     def opens(self, text: str) -> bool:
         """Does ``text`` start with ``open``? Histories of one app's conversations share a
         long head (the system prompt): their ends are compared first."""
-        end = len(self.open)
-        return text[max(end - 32, 0) : end] == self.open[-32:] and text.startswith(self.open)
+        return text.endswith(self._tail, 0, len(self.open)) and text.startswith(self.open)
 
     @property
     def inner(self) -> str:
