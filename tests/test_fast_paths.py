@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_toolscore import read_otlp_json
+from otel_toolscore.conventions import _memo as memo
 from otel_toolscore.conventions import classify, read_span, read_trace
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions.genai import _convert_messages, _without_finish_reason
@@ -278,13 +279,13 @@ def test_a_turn_that_repeats_the_history_an_earlier_trace_read_reads_as_each_spa
 
 def test_what_earlier_traces_read_is_kept_within_bounds() -> None:
     p.forget_earlier_traces()
-    for i in range(p._EARLIER_HEADS + 50):
-        text = json.dumps([{"role": "user", "content": f"{i} " + "x" * p._EARLIER_MIN_CHARS}])
+    for i in range(memo._EARLIER_HEADS + 50):
+        text = json.dumps([{"role": "user", "content": f"{i} " + "x" * memo._EARLIER_MIN_CHARS}])
         read_trace([_chat_span(i + 1, 2, text)])
-    earlier = p._EARLIER
-    assert len(earlier._heads) == p._EARLIER_HEADS
+    earlier = memo._EARLIER
+    assert len(earlier._heads) == memo._EARLIER_HEADS
     assert earlier._chars == sum(len(e.text) for kept in earlier._heads.values() for e in kept)
-    assert earlier._chars <= p._EARLIER_CHARS
+    assert earlier._chars <= memo._EARLIER_CHARS
     p.forget_earlier_traces()
 
 
@@ -331,11 +332,11 @@ def test_a_forked_child_starts_with_nothing_kept_and_free_locks() -> None:
     p.forget_earlier_traces()
     text = json.dumps([{"type": "function", "name": "f"}])
     read_trace([_defs_span(1, text)])
-    with p._EARLIER._lock, p._EARLIER_VALUES._lock:  # as if another thread were reading
+    with memo._EARLIER._lock, memo._EARLIER_VALUES._lock:  # as if another thread were reading
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
-            fresh = not p._EARLIER._lock.locked() and not p._EARLIER_VALUES._lock.locked() \
-                and not p._EARLIER_VALUES._values
+            fresh = not memo._EARLIER._lock.locked() and not memo._EARLIER_VALUES._lock.locked() \
+                and not memo._EARLIER_VALUES._values
             os._exit(0 if fresh else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
