@@ -28,9 +28,12 @@ class ReadMemo:
     again for every LLM call (quadratic in the run's length); with the memo only the new tail
     is parsed and converted. The new turns usually begin with the previous model call's output,
     read from that span already: an input may name the key of those outputs (``continues``), and
-    an output list found at the head of its new part is taken as read. Values repeated verbatim
-    (the tool definitions sent with every request) are converted once. The converted items are
-    shared between spans, never mutated.
+    an output list found at the head of its new part is taken as read, as written or without
+    its ``finish_reason`` (``Continues``). Values repeated verbatim (the tool definitions sent
+    with every request) are converted once. The converted items are shared between spans, never
+    mutated; what a trace read last is kept for the traces after it (``_Earlier``,
+    ``_EarlierValues``), unless its text may hold a lone surrogate (``clean_strings`` changes
+    what such a text gives in place) or reading it left a value unread (noted per span).
     """
 
     __slots__ = ("_clean", "_extends", "_last", "_lists", "_values")
