@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_toolscore import read_otlp_json
+from otel_toolscore.conventions import _memo as memo
 from otel_toolscore.conventions import classify, read_span, read_trace
 from otel_toolscore.conventions import parsing as p
-from otel_toolscore.conventions.genai import _convert_messages
+from otel_toolscore.conventions.genai import _convert_messages, _without_finish_reason
 from otel_toolscore.scorers import _facts, _grounding
 from otel_toolscore.scorers import tool_results as tr
 from otel_toolscore.scorers.base import Score, Scorer
@@ -115,6 +117,96 @@ def test_inputs_that_start_their_new_part_with_an_earlier_output_parse_as_a_full
         done = cut
 
 
+_GENAI_CONTINUES = p.Continues("out", "finish_reason", _without_finish_reason)
+_finish = st.sampled_from(["stop", "tool_calls", "finish_reason", 'a"}', "\u00e9\ud83d\ude00", None])
+_text = st.text(max_size=12) | st.sampled_from(['"finish_reason": "stop"}', ',"finish_reason":"x"}', "\u2028"])
+
+
+def _dumps(value: Any, separators: tuple[str, str], indent: int | None, ascii_only: bool) -> str:
+    return json.dumps(value, separators=separators, indent=indent, ensure_ascii=ascii_only)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    calls=st.lists(st.tuples(st.lists(_message, min_size=1, max_size=2), _finish, st.lists(_message, max_size=2),
+                             st.booleans(), st.booleans(), _text),
+                   min_size=1, max_size=4),
+    first=st.lists(_message, max_size=3), separators=_separators, indent=st.sampled_from([None, 1]),
+    ascii_only=st.booleans(),
+)
+def test_histories_that_repeat_outputs_without_their_finish_reason_parse_as_a_full_parse_does(
+    calls: list[tuple[list[Any], str | None, list[Any], bool, bool, str]], first: list[Any],
+    separators: tuple[str, str], indent: int | None, ascii_only: bool,
+) -> None:
+    """Model call after model call (as the GenAI semconv writes them): the output messages with
+    a ``finish_reason`` (maybe twice, maybe not last, maybe text that looks like one), then an
+    input that repeats the history, that output without it (or as written) and maybe more; whitespace
+    variants and escaped unicode. Every list read through the memo equals a full parse."""
+    memo = p.ReadMemo()
+    history: list[Any] = list(first)
+    text = _dumps(history, separators, indent, ascii_only)
+    assert memo.json_list("in", text.strip(), _convert_messages, _GENAI_CONTINUES) == _plain(text)
+    for output, finish, more, dropped, twice, content in calls:
+        output = [m if isinstance(m, dict) else {"role": "assistant", "content": m} for m in output]
+        last = dict(output[-1])
+        if twice:
+            last = {"finish_reason": "other", **last, "content": content}
+        last["finish_reason"] = finish
+        written = [*output[:-1], last]
+        out_text = _dumps(written, separators, indent, ascii_only)
+        assert memo.json_list("out", out_text.strip(), _convert_messages) == _plain(out_text)
+        echoed = output if dropped else written
+        if twice and dropped:
+            echoed = [*output[:-1], {k: v for k, v in last.items() if k != "finish_reason"}]
+        history = [*history, *echoed, *more]
+        text = _dumps(history, separators, indent, ascii_only)
+        assert memo.json_list("in", text.strip(), _convert_messages, _GENAI_CONTINUES) == _plain(text)
+
+
+@pytest.mark.parametrize("output, later", [
+    # the output's message again without its finish_reason, then a tool result
+    ('[{"role":"assistant","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","content":"x"},{"role":"user","content":"y"}]'),
+    # a prefix of the output's message that is not a message boundary
+    ('[{"role":"assistant","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","content":"x"'
+     ',"extra":1}]'),
+    ('[{"role":"assistant","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","content":"xy"}]'),
+    # finish_reason named twice: the object without the last keeps the first
+    ('[{"role":"assistant","finish_reason":"a","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","finish_reason":"a","content":"x"}]'),
+    # the key inside a string, not a member
+    ('[{"role":"assistant","content":"a, \\"finish_reason\\": \\"stop\\"}"}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","content":"a}]'),
+    # finish_reason inside a part, not the message's
+    ('[{"role":"assistant","parts":[{"type":"text","content":"x","finish_reason":"stop"}]}]',
+     '[{"role":"user","content":"hi"},{"role":"assistant","parts":[{"type":"text","content":"x"}]}]'),
+    ('[{"role":"assistant","content":"x","finish_reason":"stop"}]',
+     '[{"role":"user","content":"hi"} , { "role":"assistant","content":"x" } ]'),
+])
+def test_edge_cases_of_outputs_repeated_without_their_finish_reason(output: str, later: str) -> None:
+    with p.shared_memo():
+        p.json_list_of('[{"role":"user","content":"hi"}]', "in", _convert_messages, _GENAI_CONTINUES)
+        assert p.json_list_of(output, "out", _convert_messages) == _plain(output)
+        assert p.json_list_of(later, "in", _convert_messages, _GENAI_CONTINUES) == _plain(later)
+
+
+def test_an_output_repeated_without_its_finish_reason_is_not_read_again() -> None:
+    first = '[{"role":"user","content":"hi"}]'
+    output = ('[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}}],'
+              '"finish_reason":"tool_calls"}]')
+    later = (first[:-1] + ',{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}}]}'
+             ',{"role":"tool","parts":[{"type":"tool_call_response","id":"c1"}]}]')
+    with p.shared_memo():
+        p.json_list_of(first, "in", _convert_messages, _GENAI_CONTINUES)
+        out = p.json_list_of(output, "out", _convert_messages)
+        got = p.json_list_of(later, "in", _convert_messages, _GENAI_CONTINUES)
+    assert got == _plain(later)
+    assert out is not None and got is not None and got[1] is not out[0] and got[1].finish_reason is None
+    assert got[1].tool_calls[0] is out[0].tool_calls[0]  # read once, with the output
+
+
 def test_an_input_that_starts_its_new_part_with_the_earlier_output_shares_its_messages() -> None:
     first = '[{"role":"user","content":"hi"}]'
     output = '[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}}]}]'
@@ -158,6 +250,110 @@ def test_a_growing_history_is_searched_for_surrogates_as_a_whole_text_is(turns: 
             text = json.dumps([{"role": "user", "content": t} for t in turns[:n]], ensure_ascii=ascii_only)
             p.json_list_of(text, "in", _convert_messages)
             assert p.text_may_hold_surrogates(text) == p.may_hold_surrogates(text)
+
+
+def _chat_span(trace_id: int, span_id: int, history: str, output: str = "[]") -> ReadableSpan:
+    return ReadableSpan(name="chat m", context=SpanContext(trace_id, span_id, False, TraceFlags(1)),
+                        attributes={"gen_ai.operation.name": "chat", "gen_ai.input.messages": history,
+                                    "gen_ai.output.messages": output})
+
+
+def test_a_turn_that_repeats_the_history_an_earlier_trace_read_reads_as_each_span_alone() -> None:
+    # a conversation, a trace per turn: each turn's history repeats every turn before
+    p.forget_earlier_traces()
+    history: list[Any] = [{"role": "system", "content": "policy " * 700}]
+    read: list[list[Any]] = []
+    for turn in range(4):
+        history.append({"role": "user", "content": f"question {turn} \u00e9"})
+        output = [{"role": "assistant", "parts": [{"type": "text", "content": f"answer {turn}"}],
+                   "finish_reason": "stop"}]
+        spans = [_chat_span(turn + 1, 2, json.dumps(history), json.dumps(output))]
+        history.append({"role": "assistant", "parts": output[0]["parts"]})
+        spans.append(_chat_span(turn + 1, 3, json.dumps(history)))
+        facts = read_trace(spans)
+        assert _facts_of(facts) == _facts_of([read_span(s, i) for i, s in enumerate(spans)])
+        read.append(facts[0].input_messages or [])
+    # the later turns took the earlier turns' messages as read
+    assert read[3][0] is read[0][0] and read[3][2] is read[1][2]
+
+
+def test_what_earlier_traces_read_is_kept_within_bounds() -> None:
+    p.forget_earlier_traces()
+    for i in range(memo._EARLIER_HEADS + 50):
+        text = json.dumps([{"role": "user", "content": f"{i} " + "x" * memo._EARLIER_MIN_CHARS}])
+        read_trace([_chat_span(i + 1, 2, text)])
+    earlier = memo._EARLIER
+    assert len(earlier._heads) == memo._EARLIER_HEADS
+    assert earlier._chars == sum(len(e.text) for kept in earlier._heads.values() for e in kept)
+    assert earlier._chars <= memo._EARLIER_CHARS
+    p.forget_earlier_traces()
+
+
+def _defs_span(trace_id: int, definitions: str) -> ReadableSpan:
+    return ReadableSpan(name="chat m", context=SpanContext(trace_id, 2, False, TraceFlags(1)),
+                        attributes={"gen_ai.operation.name": "chat", "gen_ai.tool.definitions": definitions})
+
+
+def test_tool_definitions_an_earlier_trace_read_are_not_read_again() -> None:
+    p.forget_earlier_traces()
+    text = json.dumps([{"type": "function", "name": "f", "parameters": {"type": "object"}}])
+    first, second = (read_trace([_defs_span(t, text)])[0] for t in (1, 2))
+    assert _facts_of([second]) == _facts_of([read_span(_defs_span(2, text))])
+    assert first.tool_definitions and second.tool_definitions
+    assert second.tool_definitions[0] is first.tool_definitions[0]
+    # a text that may hold a lone surrogate is read again: what it gives is cleaned in place
+    odd = json.dumps([{"type": "function", "name": "g", "description": "\ud800"}])
+    first, second = (read_trace([_defs_span(t, odd)])[0] for t in (3, 4))
+    assert first.tool_definitions and second.tool_definitions
+    assert second.tool_definitions[0] is not first.tool_definitions[0]
+    assert second.tool_definitions[0].description == "\ufffd"
+
+
+class _Untouchable(dict):  # type: ignore[type-arg]
+    def clear(self) -> None:
+        raise AssertionError("a value that holds no lone surrogate was changed")
+
+
+class _UntouchableList(list):  # type: ignore[type-arg]
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise AssertionError("a value that holds no lone surrogate was changed")
+
+
+def test_cleaning_leaves_what_holds_no_lone_surrogate_untouched() -> None:
+    # (what the readers share between spans and traces may be read in another thread meanwhile)
+    shared = _Untouchable({"a": _UntouchableList(["b", _Untouchable({"c": "d"})])})
+    value = {"shared": shared, "odd": ["x\ud800"]}
+    assert p.clean_strings(value) == {"shared": {"a": ["b", {"c": "d"}]}, "odd": ["x\ufffd"]}
+    assert value["shared"] is shared
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_starts_with_nothing_kept_and_free_locks() -> None:
+    p.forget_earlier_traces()
+    text = json.dumps([{"type": "function", "name": "f"}])
+    read_trace([_defs_span(1, text)])
+    with memo._EARLIER._lock, memo._EARLIER_VALUES._lock:  # as if another thread were reading
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            fresh = not memo._EARLIER._lock.locked() and not memo._EARLIER_VALUES._lock.locked() \
+                and not memo._EARLIER_VALUES._values
+            os._exit(0 if fresh else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+
+
+def test_a_history_that_left_a_value_unread_is_noted_for_each_span_that_holds_it() -> None:
+    deep: Any = 1
+    for _ in range(p.MAX_DEPTH + 5):
+        deep = [deep]
+    call = {"type": "tool_call", "id": "c1", "name": "f", "arguments": {"a": deep}}
+    history: list[Any] = [{"role": "user", "content": "hi"}, {"role": "assistant", "parts": [call]}]
+    first = json.dumps(history)
+    later = json.dumps([*history, {"role": "user", "content": "again"}])
+    spans = [_chat_span(1, 2, first), _chat_span(1, 3, later)]
+    facts = read_trace(spans)
+    assert _facts_of(facts) == _facts_of([read_span(s, i) for i, s in enumerate(spans)])
+    assert all(any("was not read" in problem for problem in f.problems) for f in facts)
 
 
 def _tool_span(span_id: int, result: str) -> ReadableSpan:

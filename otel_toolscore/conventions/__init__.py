@@ -42,6 +42,7 @@ from otel_toolscore.conventions.parsing import (
     shared_memo,
     stop_collecting,
     text_may_hold_surrogates,
+    unread_so_far,
 )
 
 #: most specific first: the first convention that states a role decides it
@@ -176,8 +177,13 @@ def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
     """``read_span`` for each span of one trace, in order. The readers share what repeats from
     span to span (chat histories, tool definitions: ``parsing.ReadMemo``), so reading a run is
     linear in its size; the facts are the ones ``read_span`` gives for each span alone."""
-    with shared_memo():
-        return [read_span(s, i) for i, s in enumerate(spans)]
+    unread: list[tuple[Any, str]] = []
+    token = collect_unread(unread)  # once for the trace: each span takes what it left unread
+    try:
+        with shared_memo():
+            return [read_span(s, i) for i, s in enumerate(spans)]
+    finally:
+        stop_collecting(token)
 
 
 def _service_name(span: ReadableSpan) -> str | None:
@@ -191,24 +197,32 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     """Read one span with every convention. Never raises: a reader failure is a recorded problem."""
     ctx = span.context
     parent = span.parent
+    name = span.name or ""
+    start = span.start_time or 0
     facts = SpanFacts(
         span_id=f"{ctx.span_id:016x}" if ctx is not None else f"#{order}",
         parent_id=f"{parent.span_id:016x}" if parent is not None else None,
-        name=span.name or "",
-        start=span.start_time or 0,
-        end=span.end_time or span.start_time or 0,
+        name=name,
+        start=start,
+        end=span.end_time or start,
         order=order,
     )
     raw = _lookup_attributes(span)
     # Read-only for the readers; a proxy of a plain dict answers get/in in C.
     attrs: Attributes = MappingProxyType(raw) if type(raw) is dict else (raw or {})
-    unread: list[tuple[Any, str]] = []
-    token = collect_unread(unread)
     # what the span states outright decides its role; else the first convention that states one
     facts.role = _stated_role(attrs)
     keys = _keys_of(attrs)
     # (the key set's answer, known already, unless the name adds conventions of its own)
-    gated = (keys.gated or ()) if not facts.name.startswith(_GATE_NAMES) else _gated(facts.name, raw)
+    gated = (keys.gated or ()) if not name.startswith(_GATE_NAMES) else _gated(name, raw)
+    # values left unread for their size or depth, listed from ``first`` on while this span is read
+    # (read_trace collects for all its spans; a span read alone collects its own)
+    unread = unread_so_far()
+    token = None
+    if unread is None:
+        unread = []
+        token = collect_unread(unread)
+    first = len(unread)
     try:
         for convention in gated:
             try:
@@ -221,27 +235,32 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
             except Exception as exc:  # noqa: BLE001 - one bad attribute must not lose the trace
                 facts.problem(f"{convention.name} reader failed: {type(exc).__name__}: {exc}")
     finally:
-        stop_collecting(token)
-    for value, why in unread:
-        # Values left unread for their size or depth: named by attribute when they are one.
-        key = next((k for k, v in attrs.items() if v is value), None)
-        facts.problem(f"{key or 'a value inside an attribute'} was not read: {why}")
-    if facts.role is None:
-        facts.role = "other"
-    if facts.role != "agent" and facts.role != "tool":
+        if token is not None:
+            stop_collecting(token)
+    if len(unread) > first:
+        for value, why in unread[first:]:
+            # Values left unread for their size or depth: named by attribute when they are one.
+            key = next((k for k, v in attrs.items() if v is value), None)
+            facts.problem(f"{key or 'a value inside an attribute'} was not read: {why}")
+        del unread[first:]
+    role = facts.role
+    if role is None:
+        role = facts.role = "other"
+    events = span.events
+    if role != "agent" and role != "tool" and not (facts.input_messages or facts.output_messages):
         note_unused_content(span, attrs, facts)
-    if facts.role == "agent":  # only run spans need it (reports show which app a run came from)
+    if role == "agent":  # only run spans need it (reports show which app a run came from)
         facts.service_name = _service_name(span)
-    _read_failure(span, facts)
+    _read_failure(span, events, facts)
     for key in keys.expectations:
         facts.expectations[key] = attrs[key]
     # A span no reader recognised gives the run only its name (in problems): look at that alone.
-    if _may_hold_surrogates(span, attrs, keys) if facts.conventions else may_hold_surrogates(facts.name):
+    if _may_hold_surrogates(span, events, attrs, keys) if facts.conventions else may_hold_surrogates(name):
         clean_strings(facts)
     return facts
 
 
-def _may_hold_surrogates(span: ReadableSpan, attrs: Attributes, keys: _Keys) -> bool:
+def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], attrs: Attributes, keys: _Keys) -> bool:
     """Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
     Rare; when so, what was read is cleaned rather than every reader guarding its output.
     Most texts are ASCII without a ``\\u`` escape, which two C-level checks tell."""
@@ -253,7 +272,7 @@ def _may_hold_surrogates(span: ReadableSpan, attrs: Attributes, keys: _Keys) -> 
     status = span.status
     if status is not None and status.description and may_hold_surrogates(status.description):
         return True
-    for event in span.events:
+    for event in events:
         ev = event.attributes or {}
         if may_hold_surrogates(event.name) or _texts_may_hold_surrogates(ev.values()) or any(
             map(may_hold_surrogates, ev)
@@ -265,25 +284,26 @@ def _may_hold_surrogates(span: ReadableSpan, attrs: Attributes, keys: _Keys) -> 
 def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
     for value in values:
         if type(value) is str:
-            if text_may_hold_surrogates(value):
+            # (most texts: ASCII without an escape, told in C without a call)
+            if (not value.isascii() or "\\u" in value) and text_may_hold_surrogates(value):
                 return True
         elif type(value) is tuple and any(type(v) is str and may_hold_surrogates(v) for v in value):
             return True
     return False
 
 
-def _read_failure(span: ReadableSpan, facts: SpanFacts) -> None:
+def _read_failure(span: ReadableSpan, events: Sequence[Any], facts: SpanFacts) -> None:
     """A failed span: status ERROR, an ``exception`` event, or (tools) a result whose envelope
     flags an error (``read_result``) or an error payload. The span's own failure says most."""
     error: Any = None
-    for event in span.events:
+    for event in events:
         if event.name == sc.EXCEPTION_EVENT:
             ev = event.attributes or {}
             etype, emsg = ev.get(sc.EXCEPTION_TYPE), ev.get(sc.EXCEPTION_MESSAGE)
             error = ": ".join(str(x) for x in (etype, emsg) if x) or "exception"
             break
     status = span.status
-    if error is None and status is not None and status.status_code == StatusCode.ERROR:
+    if error is None and status is not None and status.status_code is StatusCode.ERROR:
         error = status.description or (span.attributes or {}).get(sc.ERROR_TYPE) or "error"
     if error is not None:
         facts.error = as_text(error)

@@ -182,11 +182,23 @@ def _messages_in(attrs: Attributes, content: dict[str, list[Any]], key: str, fac
     return [m for value in values for m in _messages(value, facts, key)]
 
 
+def _without_finish_reason(msg: Message) -> Message:
+    if msg.finish_reason is None:
+        return msg
+    return Message(role=msg.role, content=msg.content, tool_calls=list(msg.tool_calls),
+                   tool_results=list(msg.tool_results))
+
+
+# Each LLM span's input history extends the previous span's, with that span's output first: as
+# it was written, or (the semconv's input messages have no finish_reason) without its
+# finish_reason.
+_CONTINUES = p.Continues(sc.GEN_AI_OUTPUT_MESSAGES, "finish_reason", _without_finish_reason)
+
+
 def _messages(value: Any, facts: SpanFacts, attr: str) -> list[Message]:
-    # Keyed by attribute: each LLM span's input history extends the previous span's, with that
-    # span's output first.
-    continues = sc.GEN_AI_OUTPUT_MESSAGES if attr == sc.GEN_AI_INPUT_MESSAGES else None
-    messages = p.json_list_of(value, attr, _convert_messages, continues)
+    # (keyed by attribute)
+    messages = p.json_list_of(value, attr, _convert_messages,
+                              _CONTINUES if attr == sc.GEN_AI_INPUT_MESSAGES else None)
     if messages is None:
         facts.problem(f"{attr} is not a JSON list of messages")
         return []

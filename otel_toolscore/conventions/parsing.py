@@ -11,13 +11,23 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from otel_toolscore import semconv as sc
+from otel_toolscore.conventions import _memo
+from otel_toolscore.conventions._memo import Continues as Continues
+from otel_toolscore.conventions._memo import ReadMemo as ReadMemo
+from otel_toolscore.conventions._memo import forget_earlier_traces as forget_earlier_traces
+from otel_toolscore.conventions._memo import shared_memo as shared_memo
+from otel_toolscore.conventions._text import collect_unread as collect_unread
+from otel_toolscore.conventions._text import json_value, note_unread
+from otel_toolscore.conventions._text import may_hold_surrogates as may_hold_surrogates
+from otel_toolscore.conventions._text import stop_collecting as stop_collecting
+from otel_toolscore.conventions._text import unread_so_far as unread_so_far
+from otel_toolscore.conventions._text import valid_text as valid_text
 from otel_toolscore.trajectory import Message, ToolCallRequest, ToolDefinition, ToolResultPart
 
 #: cap on what we try to parse: a 10 MB attribute is kept raw, not parsed
@@ -28,6 +38,14 @@ MAX_DEPTH = 100
 # json.dumps with any non-default option builds a new encoder per call; these are those calls'
 # encoders, built once (encode() keeps no state between calls, so sharing them is safe).
 _TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+# What ``_TEXT_ENCODER.encode`` builds on every call (a C encoder), built once, without the
+# circular-reference bookkeeping: parsed JSON holds no cycle, and any value this cannot encode
+# (a cycle, a non-JSON type, too deep) is encoded again by ``_TEXT_ENCODER``, which says why.
+try:
+    _FAST_TEXT_ENCODER: Callable[[Any, int], Sequence[str]] | None = c_make_encoder(
+        None, _TEXT_ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True)
+except TypeError:  # no C encoder, or one this interpreter builds otherwise
+    _FAST_TEXT_ENCODER = None
 
 
 def as_text(value: Any) -> str | None:
@@ -40,6 +58,11 @@ def as_text(value: Any) -> str | None:
         return value.decode("utf-8", "replace")
     if isinstance(value, (bool, int, float)):
         return json.dumps(value)
+    if _FAST_TEXT_ENCODER is not None:
+        try:
+            return "".join(_FAST_TEXT_ENCODER(value, 0))  # (a tuple is written as a list)
+        except (TypeError, ValueError, RecursionError):
+            pass
     try:
         return _TEXT_ENCODER.encode(list(value) if isinstance(value, tuple) else value)
     except (TypeError, ValueError):
@@ -97,80 +120,39 @@ def _deeper_than_max(parsed: Any, raw: str | None) -> bool:
     return nested_deeper_than(parsed)
 
 
-# --- text UTF-8 cannot carry ------------------------------------------------------------------
-
-#: a JSON escape of a lone surrogate half (JavaScript truncating a string inside an emoji); a
-#: high half followed by a low one is a valid pair (json.dumps writes every emoji that way)
-_SURROGATE_ESCAPE = re.compile(
-    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
-    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-)
-
-
-def valid_text(value: str) -> str:
-    """The text with every lone surrogate replaced by U+FFFD: UTF-8 cannot encode one, so it
-    would break whatever writes the text out (OTLP exporters, the CLI's output, JSON dumps)."""
-    if value.isascii():  # O(1) in CPython
-        return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return value
-
-
-def may_hold_surrogates(value: str) -> bool:
-    """Could reading this text give lone surrogates (raw, or as JSON escapes)?"""
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-    # substring searches (C, no regex) rule out nearly every text
-    return "\\u" in value and ("\\ud" in value or "\\uD" in value) and _SURROGATE_ESCAPE.search(value) is not None
+# --- text UTF-8 cannot carry (see _text) -------------------------------------------------------
 
 
 def clean_strings(obj: Any) -> Any:
     """``valid_text`` on every string inside a value (lists, dicts and dataclasses in place).
-    Values read from attributes nest at most ``MAX_DEPTH`` levels, so recursion is bounded."""
+    Values read from attributes nest at most ``MAX_DEPTH`` levels, so recursion is bounded.
+
+    Only what holds such a string is changed: the readers share what they read between spans
+    and traces (``ReadMemo``), and a value that holds none is left untouched for the others."""
     if isinstance(obj, str):
         return valid_text(obj)
     if isinstance(obj, list):
-        obj[:] = [clean_strings(x) for x in obj]
+        items = [clean_strings(x) for x in obj]
+        if any(new is not old for new, old in zip(items, obj)):
+            obj[:] = items
     elif isinstance(obj, tuple):
-        return tuple(clean_strings(x) for x in obj)
+        items = [clean_strings(x) for x in obj]
+        return tuple(items) if any(new is not old for new, old in zip(items, obj)) else obj
     elif isinstance(obj, dict):
-        cleaned = {clean_strings(k): clean_strings(v) for k, v in obj.items()}
-        obj.clear()
-        obj.update(cleaned)
+        pairs = [(clean_strings(k), clean_strings(v)) for k, v in obj.items()]
+        if any(k is not old_k or v is not old_v for (k, v), (old_k, old_v) in zip(pairs, obj.items())):
+            obj.clear()
+            obj.update(pairs)
     elif is_dataclass(obj) and not isinstance(obj, type):
         for f in fields(obj):
-            setattr(obj, f.name, clean_strings(getattr(obj, f.name)))
+            value = getattr(obj, f.name)
+            cleaned = clean_strings(value)
+            if cleaned is not value:
+                setattr(obj, f.name, cleaned)
     return obj
 
 
-# --- what could not be read ---------------------------------------------------------------------
-
-#: (value, why) of values left unread for their size or depth, while a span is read
-_unread: ContextVar[list[tuple[Any, str]] | None] = ContextVar("otel_toolscore_unread", default=None)
-
-
-def collect_unread(found: list[tuple[Any, str]]) -> Token[list[tuple[Any, str]] | None]:
-    """From now on, values left unread (too large, too deep) are listed in ``found``, for the
-    span's problems, until ``stop_collecting`` with the token returned. (Not a context manager:
-    this runs for every span read, and a generator-based one costs more than the rest.)"""
-    return _unread.set(found)
-
-
-def stop_collecting(token: Token[list[tuple[Any, str]] | None]) -> None:
-    _unread.reset(token)
-
-
-def _note_unread(value: Any, why: str) -> None:
-    found = _unread.get()
-    if found is not None and not any(v is value and w == why for v, w in found):
-        found.append((value, why))
-
+# --- JSON and Python-repr texts (values left unread: _text) -------------------------------------
 
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 
@@ -205,7 +187,7 @@ def _try_loads(value: Any) -> tuple[bool, Any, str | None]:
         return False, None, None
     if text[0] in "{[\"" or text in ("null", "true", "false") or _looks_numeric(text):
         try:
-            return True, json.loads(text), None
+            return True, json_value(text), None
         except RecursionError:
             return _unread_because(value, _TOO_DEEP)
         except ValueError:
@@ -220,7 +202,7 @@ def _try_loads(value: Any) -> tuple[bool, Any, str | None]:
 
 
 def _unread_because(value: Any, why: str) -> tuple[bool, None, str]:
-    _note_unread(value, why)
+    note_unread(value, why)
     return False, None, why
 
 
@@ -232,175 +214,20 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
-# --- one trace's shared reading memory -----------------------------------------------------
+# --- reading through the trace's shared memory (_memo) ------------------------------------------
 
 _T = TypeVar("_T")
-#: JSON whitespace (Python's str.strip() removes more, which JSON does not allow between tokens)
-_JSON_WS = " \t\n\r"
-#: earlier lists remembered per attribute: parallel sub-agents interleave a few histories
-_MEMO_LISTS = 8
-
-
-class ReadMemo:
-    """What the readers of one trace's spans share (see ``conventions.read_trace``).
-
-    Chat histories grow by appending: each LLM span's input repeats the previous span's input
-    and adds the new turns. Reading a run span by span would parse and convert that history
-    again for every LLM call (quadratic in the run's length); with the memo only the new tail
-    is parsed and converted. The new turns usually begin with the previous model call's output,
-    read from that span already: an input may name the key of those outputs (``continues``), and
-    an output list found at the head of its new part is taken as read. Values repeated verbatim
-    (the tool definitions sent with every request) are converted once. The converted items are
-    shared between spans, never mutated.
-    """
-
-    __slots__ = ("_clean", "_extends", "_lists", "_values")
-
-    def __init__(self) -> None:
-        self._lists: dict[str, list[tuple[str, list[Any]]]] = {}
-        self._values: dict[tuple[str, str], Any] = {}
-        # Both by id, not by text (hashing a long text costs more than searching it); each
-        # holds its texts, so that an id stays theirs while the memo lives.
-        #: id(text) → (text, an earlier text it extends: it starts with all of that one but its last character)
-        self._extends: dict[int, tuple[str, str]] = {}
-        #: id(text) → a long text found to hold no surrogate, raw or escaped
-        self._clean: dict[int, str] = {}
-
-    def may_hold_surrogates(self, text: str) -> bool:
-        """``may_hold_surrogates(text)``; a text that extends one found clean is searched only
-        where it differs: each LLM span's history repeats the one before it."""
-        if self._clean.get(id(text)) is text:
-            return False
-        if not text.isascii():
-            return may_hold_surrogates(text)
-        rest = text
-        extends = self._extends.get(id(text))
-        if extends is not None and extends[0] is text and self._clean.get(id(extends[1])) is extends[1]:
-            # An escape ("\\ud…") is three characters: one outside the part shared with the
-            # clean text begins at most two before that part's end.
-            rest = text[max(len(extends[1]) - 4, 0) :]
-        if ("\\ud" in rest or "\\uD" in rest) and may_hold_surrogates(text):
-            return True
-        self._clean[id(text)] = text
-        return False
-
-    def value(self, key: str, text: str, convert: Callable[[str], _T]) -> _T:
-        """``convert(text)``, once per distinct text."""
-        k = (key, text)
-        if k not in self._values:
-            self._values[k] = convert(text)
-        return self._values[k]
-
-    def read_once(self, key: str, text: str, read: Callable[[str], _T]) -> _T:
-        """``read(text)``, once per distinct text unless reading it left a value unread (that
-        is noted for each span that holds it: ``collect_unread``)."""
-        k = (key, text)
-        if k in self._values:
-            return self._values[k]  # type: ignore[no-any-return]
-        found = _unread.get()
-        before = len(found) if found is not None else -1
-        value = read(text)
-        if found is not None and len(found) == before:
-            self._values[k] = value
-        return value
-
-    def json_list(self, key: str, text: str, convert: Callable[[list[Any]], list[Any]],
-                  continues: str | None = None) -> list[Any] | None:
-        """``convert(json.loads(text))`` for stripped text that starts with ``[`` and parses to a
-        JSON list, else None; an earlier list of the same key that this one extends is reused,
-        and in what it adds, a list of key ``continues`` (converted by the same ``convert``).
-
-        ``convert`` must map items one by one, so that ``convert(a + b) == convert(a) +
-        convert(b)``. ``text = earlier[:-1] + "," + more`` parses to ``earlier``'s items followed
-        by those of ``"[" + more`` whenever that parses to a non-empty list (the JSON grammar
-        ends every value before the comma), so the result is the one a full parse gives; so
-        does ``"[" + other[1:-1] + "," + more``, or ``"[" + other[1:-1] + "]"``, to ``other``'s
-        items followed by those of ``"[" + more``.
-        """
-        seen = self._lists.setdefault(key, [])
-        best: tuple[str, list[Any]] | None = None
-        for prev in seen:
-            if prev[0] == text:
-                return list(prev[1])
-            if len(prev[0]) < len(text) and (best is None or len(prev[0]) > len(best[0])) \
-                    and text.startswith(prev[0][:-1]):
-                best = prev
-        items: list[Any] | None = None
-        if best is not None:
-            self._extends[id(text)] = (text, best[0])
-            rest = text[len(best[0]) - 1 :].lstrip(_JSON_WS)
-            if rest[:1] == ",":
-                added = self._continued(continues, rest[1:].lstrip(_JSON_WS), convert) if continues else None
-                if added is None:
-                    added = _converted_list("[" + rest[1:], convert)
-                if added is not None:
-                    items = best[1] + added
-        if items is None:
-            try:
-                parsed = json.loads(text)
-            except (ValueError, RecursionError):
-                return None
-            if not isinstance(parsed, list):
-                return None
-            items = convert(parsed)
-            if not parsed:
-                # "[]" + "," + more is no JSON: only a non-empty list can be extended.
-                return list(items)
-        seen.append((text, items))
-        if len(seen) > _MEMO_LISTS:
-            del seen[0]
-        return list(items)
-
-    def _continued(self, key: str, rest: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
-        """The items of ``"[" + rest`` when ``rest`` starts with the items of a list of ``key``
-        (latest first), else None."""
-        for prev_text, prev_items in reversed(self._lists.get(key, ())):
-            inner = prev_text[1:-1].strip(_JSON_WS)
-            if not prev_items or not inner or not rest.startswith(inner):
-                continue
-            after = rest[len(inner) :].lstrip(_JSON_WS)
-            if after == "]":
-                return list(prev_items)
-            if after[:1] == ",":
-                more = _converted_list("[" + after[1:], convert)
-                if more is not None:
-                    return prev_items + more
-        return None
-
-
-def _converted_list(text: str, convert: Callable[[list[Any]], list[Any]]) -> list[Any] | None:
-    """``convert`` of the text's JSON list when it parses to a non-empty one, else None (an
-    empty one cannot follow a comma)."""
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    return convert(parsed) if isinstance(parsed, list) and parsed else None
-
-
-_memo: ContextVar[ReadMemo | None] = ContextVar("otel_toolscore_read_memo", default=None)
-
-
-@contextmanager
-def shared_memo() -> Iterator[ReadMemo]:
-    """Readers called inside share one ``ReadMemo`` (one trace at a time)."""
-    memo = ReadMemo()
-    token = _memo.set(memo)
-    try:
-        yield memo
-    finally:
-        _memo.reset(token)
 
 
 def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]],
-                 continues: str | None = None) -> list[Any] | None:
+                 continues: str | Continues | None = None) -> list[Any] | None:
     """``convert(parsed)`` when the value reads (``try_loads``) as a list, else None.
 
     Inside ``shared_memo`` a JSON text that extends an earlier one of the same ``key`` is
     parsed and converted only in its new part, and a list of key ``continues`` that the new
     part starts with is not converted again (``ReadMemo.json_list``).
     """
-    memo = _memo.get()
+    memo = _memo.current()
     if memo is not None and isinstance(value, str):
         text = value.strip()
         if text[:1] == "[" and len(text) <= MAX_PARSE_CHARS:
@@ -426,13 +253,13 @@ def text_may_hold_surrogates(text: str) -> bool:
         # begin so: C-level checks rule nearly all of them out without a call
         return (not text.isascii() or "\\u" in text and ("\\ud" in text or "\\uD" in text)) \
             and may_hold_surrogates(text)
-    memo = _memo.get()
+    memo = _memo.current()
     return memo.may_hold_surrogates(text) if memo is not None else may_hold_surrogates(text)
 
 
 def memoized(key: str, value: Any, convert: Callable[[Any], _T]) -> _T:
     """``convert(value)``; inside ``shared_memo``, once per distinct string value."""
-    memo = _memo.get()
+    memo = _memo.current()
     if memo is None or not isinstance(value, str):
         return convert(value)
     return memo.value(key, value, convert)
@@ -490,7 +317,7 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
         if not ok:
             return None, raw, f"arguments were not read: {unread}" if unread else "arguments are not JSON"
     if _deeper_than_max(parsed, raw):
-        _note_unread(value, _TOO_DEEP)
+        note_unread(value, _TOO_DEEP)
         return None, raw, f"arguments were not read: {_TOO_DEEP}"
     parsed = unwrap_arguments(parsed)
     if not isinstance(parsed, dict):
@@ -538,7 +365,7 @@ def read_result(value: Any) -> ResultRead:
     and again in every later model input.
     """
     if type(value) is str:
-        memo = _memo.get()
+        memo = _memo.current()
         if memo is not None:
             return memo.read_once("result", value, _read_result)
     return _read_result(value)
@@ -550,7 +377,7 @@ def _read_result(value: Any) -> ResultRead:
     raw = as_text(value)
     ok, parsed = try_loads(value)
     if ok and _deeper_than_max(parsed, raw):
-        _note_unread(value, _TOO_DEEP)
+        note_unread(value, _TOO_DEEP)
         ok = False
     if not ok:
         return ResultRead(value if isinstance(value, str) else raw, raw, None)
@@ -1154,7 +981,7 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
     params = next((obj[k] for k in _SCHEMA_KEYS if obj.get(k) is not None), None)
     params = loads(params) if isinstance(params, str) else params
     if nested_deeper_than(params):
-        _note_unread(params, _TOO_DEEP)
+        note_unread(params, _TOO_DEEP)
         params = None
     if _is_mapping(params):
         for wrapper in _SCHEMA_WRAPPERS:
