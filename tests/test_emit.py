@@ -33,7 +33,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import otel_toolscore
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
-from otel_toolscore.outputs import otel as otel_outputs
+from otel_toolscore.outputs import _prepare as otel_prepare
 from otel_toolscore.outputs.otel import SCORE_BUCKETS, Emitter, truncate
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers import ToolCallValidation
@@ -597,14 +597,14 @@ def test_each_explanation_is_redacted_once_for_all_outputs(
 
 
 def test_remembered_explanations_are_bounded(make_emitter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(otel_outputs, "_REMEMBERED_TEXTS", 3)
+    monkeypatch.setattr(otel_prepare, "_REMEMBERED_TEXTS", 3)
     emitter = make_emitter()
     for i in range(10):
         emitter.span_attributes([ACCURACY.model_copy(update={"explanation": f"text {i}"})])
-    assert list(emitter._explained) == ["text 7", "text 8", "text 9"]
-    long = "x " * otel_outputs._REMEMBERED_TEXT_CHARS  # worked out each time, never kept
+    assert list(emitter._preparer._explained) == ["text 7", "text 8", "text 9"]
+    long = "x " * otel_prepare._REMEMBERED_TEXT_CHARS  # worked out each time, never kept
     assert emitter.span_attributes([ACCURACY.model_copy(update={"explanation": long})])
-    assert long not in emitter._explained
+    assert long not in emitter._preparer._explained
 
 
 # --- metrics ----------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ READ_FD WRITE_FD``: a fresh interpreter that imports this package and nothing of
 ``__main__``, which a multiprocessing "spawn" child would run again). The first message is the
 spec: the parent's ``sys.path``, the settings and the code scorers; the child answers ``ready``
 (or why it cannot start), then scores each batch of runs with ``engine.score_spans``, the
-function the processor's worker thread calls in thread mode, so the scores are the same.
+function the processor's worker thread calls in thread mode, so the scores are the same, and
+prepares what they emit (``outputs._prepare``) as the worker thread does, so that the app only
+makes the SDK calls.
 
 Answers go back per batch, and sooner when a batch takes long (``_ANSWER_WITHIN_S``), so that a
 held agent span does not wait for the runs queued behind its own. The child ends when the
@@ -23,6 +25,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from otel_toolscore.outputs._prepare import Preparer
 from otel_toolscore.runtime import _handoff
 from otel_toolscore.runtime.engine import score_spans
 
@@ -35,6 +38,7 @@ def _serve(recv: Callable[[], bytes], send: Callable[[bytes], None]) -> None:
         path, spec = pickle.loads(recv())  # our own parent, on a private pipe
         sys.path[:] = path  # the scorers' modules import from where the app's do
         settings, code_scorers = pickle.loads(spec)
+        prepare = Preparer(settings).prepare
     except EOFError:
         return
     except BaseException:  # noqa: BLE001 - the parent is told why, whatever it was
@@ -51,7 +55,7 @@ def _serve(recv: Callable[[], bytes], send: Callable[[bytes], None]) -> None:
         for request in _handoff.decode_runs(message):
             try:
                 results, already_scored = score_spans(request.spans, code_scorers, settings)
-                answer = _handoff.answer_ok(request.seq, results, already_scored, request.want_trajectory)
+                answer = _handoff.answer_ok(request.seq, results, already_scored, request.want_trajectory, prepare)
             except BaseException as exc:  # noqa: BLE001 - one run's failure is its answer, as on the worker thread
                 answer = _handoff.answer_failed(request.seq, f"{type(exc).__name__}: {exc}")
             if not answers:
