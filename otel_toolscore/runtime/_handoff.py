@@ -60,6 +60,20 @@ def _span_attributes(span: ReadableSpan) -> dict[str, Any]:
     return _plain(span.attributes if attributes is _MISSING else attributes)
 
 
+#: the properties read of a span; a class that keeps ReadableSpan's own for all of them (the SDK's
+#: spans, the sidecar's decoded ones) has its fields read directly, without a call per property
+_READ = ("name", "context", "parent", "resource", "status", "events", "kind", "start_time", "end_time",
+         "attributes")
+_plain_classes: dict[type, bool] = {}
+
+
+def _reads_fields(cls: type) -> bool:
+    plain = _plain_classes.get(cls)
+    if plain is None:
+        plain = _plain_classes[cls] = all(getattr(cls, name, None) is getattr(ReadableSpan, name) for name in _READ)
+    return plain
+
+
 def encode_runs(runs: Sequence[tuple[int, int, bool, Sequence[ReadableSpan]]]) -> bytes:
     """One message for the child: runs as (sequence number, trace id, want trajectory, spans)."""
     resources: list[dict[str, Any]] = []
@@ -68,21 +82,26 @@ def encode_runs(runs: Sequence[tuple[int, int, bool, Sequence[ReadableSpan]]]) -
     for seq, trace_id, want_trajectory, spans in runs:
         encoded = []
         for span in spans:
-            ctx = span.context
-            parent = span.parent
-            resource = span.resource
+            fields_ = getattr(span, "__dict__", None) if _reads_fields(type(span)) else None
+            if fields_ is not None:
+                name, ctx, parent, resource = fields_["_name"], fields_["_context"], fields_["_parent"], fields_["_resource"]
+                status, events, kind = fields_["_status"] or _UNSET, fields_["_events"], fields_["_kind"]
+                start, end, attributes = fields_["_start_time"], fields_["_end_time"], _plain(fields_["_attributes"])
+            else:
+                name, ctx, parent, resource = span.name, span.context, span.parent, span.resource
+                status, events, kind = span.status or _UNSET, span.events, span.kind
+                start, end, attributes = span.start_time, span.end_time, _span_attributes(span)
             index = resource_index.get(id(resource))
             if index is None:
                 index = resource_index[id(resource)] = len(resources)
                 resources.append(_plain(resource.attributes) if resource is not None else {})
-            status = span.status or _UNSET
-            events = span.events
             encoded.append((
-                span.name, ctx.span_id if ctx is not None else 0,
-                parent.span_id if parent is not None else 0, parent is not None and parent.is_remote,
-                span.kind.value, span.start_time, span.end_time,
-                status.status_code.value, status.description,
-                _span_attributes(span),
+                # SpanContext by index: its named properties are Python calls
+                name, ctx[1] if ctx is not None else 0,  # (span_id)
+                parent[1] if parent is not None else 0, parent is not None and parent[2],  # (span_id, is_remote)
+                kind._value_, start, end,
+                status.status_code._value_, status.description,
+                attributes,
                 tuple((e.name, e.timestamp, _plain(e.attributes)) for e in events) if events else (),
                 index,
             ))
