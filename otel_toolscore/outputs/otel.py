@@ -111,6 +111,17 @@ def _context(trace_id_hex: str, span_id_hex: str | None) -> Context:
     return trace.set_span_in_context(NonRecordingSpan(span_context))
 
 
+class _EventRecord(LogRecord):
+    """A ``gen_ai.evaluation.result`` record, which copies itself as ``copy.copy`` copies any
+    plain object (a new instance, its ``__dict__`` copied), only without the detour through
+    ``__reduce_ex__`` that costs ~3 µs: the SDK's batch processor copies every record it takes."""
+
+    def __copy__(self) -> _EventRecord:
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+
 # --- counts: summed here, added to the SDK's counters per collection ------------------------------
 
 
@@ -476,7 +487,7 @@ class Emitter:
                         context = contexts.get(span_id) or contexts.setdefault(
                             span_id, _context(emission.trace_id, span_id))
                     logger.emit(
-                        LogRecord(
+                        _EventRecord(
                             timestamp=time.time_ns(),
                             context=context,
                             # INFO for judgements; WARN when the scorer could not score, so it stands out.
