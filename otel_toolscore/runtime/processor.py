@@ -144,7 +144,15 @@ class _ReadyQueue(queue.SimpleQueue):  # type: ignore[type-arg]
 
 def with_attributes(span: ReadableSpan, extra: dict[str, AttributeValue]) -> ReadableSpan:
     """A copy of an ended span with more attributes (ended SDK spans are immutable)."""
-    return copy_span(span, attributes={**(span.attributes or {}), **extra})
+    # Merged from the plain dict inside the SDK's BoundedAttributes when there is one: the
+    # mapping the span shows is read key by key through Python-level methods.
+    own: Any = None
+    if type(span).attributes is ReadableSpan.attributes:  # (not a class showing other ones)
+        own = getattr(span, "_attributes", None)
+        own = getattr(own, "_dict", own)
+    if type(own) is not dict:
+        own = span.attributes or {}
+    return copy_span(span, attributes={**own, **extra})
 
 
 def _span_id_of(hex_id: str) -> int | None:
