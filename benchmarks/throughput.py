@@ -84,7 +84,15 @@ def time_split(proc: ToolScoreSpanProcessor, items: Sequence[_Ready]) -> tuple[f
     from otel_toolscore.runtime import _handoff
     from otel_toolscore.runtime.engine import score_spans
 
+    try:
+        from otel_toolscore.outputs._prepare import Preparer
+    except ImportError:  # older versions
+        Preparer = None  # type: ignore[assignment,misc]  # noqa: N806 - a class, when there is one
+
     code, settings = proc._engine.code_scorers, proc.settings
+    # the child's own preparer (older versions prepared nothing there)
+    prepare = ([Preparer(settings).prepare] if "prepare" in inspect.signature(_handoff.answer_ok).parameters
+               else [])
     gc.collect()
     app = child = 0.0
     for seq, item in enumerate(items):
@@ -93,7 +101,7 @@ def time_split(proc: ToolScoreSpanProcessor, items: Sequence[_Ready]) -> tuple[f
         t1 = time.thread_time()
         run = _handoff.decode_runs(request)[0]
         results, already = score_spans(run.spans, code, settings)
-        answer = _handoff.encode_answers([_handoff.answer_ok(run.seq, results, already, False)])
+        answer = _handoff.encode_answers([_handoff.answer_ok(run.seq, results, already, False, *prepare)])
         t2 = time.thread_time()
         proc._apply(item, _handoff.decode_answers(answer)[0][1].results)
         t3 = time.thread_time()

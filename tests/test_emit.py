@@ -5,6 +5,7 @@ off; nothing raises."""
 from __future__ import annotations
 
 import gc
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import otel_toolscore
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
+from otel_toolscore.outputs import _prepare as otel_prepare
 from otel_toolscore.outputs import otel as otel_outputs
 from otel_toolscore.outputs.otel import SCORE_BUCKETS, Emitter, truncate
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
@@ -597,14 +599,14 @@ def test_each_explanation_is_redacted_once_for_all_outputs(
 
 
 def test_remembered_explanations_are_bounded(make_emitter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(otel_outputs, "_REMEMBERED_TEXTS", 3)
+    monkeypatch.setattr(otel_prepare, "_REMEMBERED_TEXTS", 3)
     emitter = make_emitter()
     for i in range(10):
         emitter.span_attributes([ACCURACY.model_copy(update={"explanation": f"text {i}"})])
-    assert list(emitter._explained) == ["text 7", "text 8", "text 9"]
-    long = "x " * otel_outputs._REMEMBERED_TEXT_CHARS  # worked out each time, never kept
+    assert list(emitter._preparer._explained) == ["text 7", "text 8", "text 9"]
+    long = "x " * otel_prepare._REMEMBERED_TEXT_CHARS  # worked out each time, never kept
     assert emitter.span_attributes([ACCURACY.model_copy(update={"explanation": long})])
-    assert long not in emitter._explained
+    assert long not in emitter._preparer._explained
 
 
 # --- metrics ----------------------------------------------------------------------------------
@@ -733,6 +735,111 @@ def test_invented_tool_names_are_bounded(
     make_emitter().record_metrics(trajectory, [score])
     tools = [dict(k)["gen_ai.tool.name"] for k in points(reader, "toolscore.tool_call.issues")]
     assert sorted(tools) == ["_other", "made_up_0", "made_up_1"]
+
+
+class _CountingAdds:
+    """Wraps a counter's ``add``: how many adds reached the SDK."""
+
+    def __init__(self, counter: Any) -> None:
+        self.calls = 0
+        self._add = counter.add
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self.calls += 1
+        self._add(*args, **kwargs)
+
+
+def test_counts_are_summed_until_a_collection_and_exact_at_each(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory, monkeypatch: Any
+) -> None:
+    emitter = make_emitter()
+    adds = _CountingAdds(emitter._evaluations_counter)
+    monkeypatch.setattr(emitter._evaluations_counter, "add", adds)
+    for _ in range(50):
+        emitter.record_metrics(trajectory, [ACCURACY, SKIPPED])
+    assert adds.calls == 0  # summed, not yet the SDK's
+    name, outcome = "gen_ai.evaluation.name", "outcome"
+
+    def evaluations() -> dict[tuple[str, str], int]:
+        return {(dict(k)[name], dict(k)[outcome]): p.value for k, p in points(reader, "toolscore.evaluations").items()}
+
+    assert evaluations() == {("tool_call_accuracy", "scored"): 50, ("tool_call_accuracy", "skipped"): 50}
+    assert adds.calls == 2  # one add per series, at the collection
+    emitter.record_metrics(trajectory, [ACCURACY])
+    emitter.count_evaluation("tool_call_accuracy", "dropped", 3)
+    assert evaluations() == {("tool_call_accuracy", "scored"): 51, ("tool_call_accuracy", "skipped"): 50,
+                             ("tool_call_accuracy", "dropped"): 3}
+
+
+def test_counts_wait_for_a_collection_no_longer_than_a_second(
+    make_emitter: Any, trajectory: Trajectory, monkeypatch: Any
+) -> None:
+    # (a provider that never collects, or one set as the global after the emitter was built)
+    emitter = make_emitter()
+    adds = _CountingAdds(emitter._issues_counter)
+    monkeypatch.setattr(emitter._issues_counter, "add", adds)
+    emitter.record_metrics(trajectory, [VALIDATION])
+    assert adds.calls == 0
+    monkeypatch.setattr(otel_outputs, "_COUNTS_WAIT_S", 0.0)
+    emitter.record_metrics(trajectory, [VALIDATION])
+    assert adds.calls == 2  # both issue series, twice each, in one add each
+    emitter.flush_counts()
+    assert adds.calls == 2
+
+
+def test_counts_of_a_discarded_emitter_still_reach_the_next_collection(
+    meter_provider: MeterProvider, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    emitter = Emitter(ToolScoreSettings(), meter_provider=meter_provider)
+    emitter.record_metrics(trajectory, [ACCURACY])
+    del emitter
+    gc.collect()
+    (point,) = points(reader, "toolscore.evaluations").values()
+    assert point.value == 1
+
+
+def test_a_forked_emitter_forgets_the_counts_its_parent_adds(
+    make_emitter: Any, reader: InMemoryMetricReader, trajectory: Trajectory
+) -> None:
+    emitter = make_emitter()
+    emitter.record_metrics(trajectory, [ACCURACY])
+    emitter._at_fork_reinit()  # what the fork hook runs in the child
+    emitter.record_metrics(trajectory, [SKIPPED])
+    outcomes = {dict(k)["outcome"]: p.value for k, p in points(reader, "toolscore.evaluations").items()}
+    assert outcomes == {"skipped": 1}
+
+
+def test_prepare_then_send_is_what_each_output_emits_alone(
+    meter_provider: MeterProvider, reader: InMemoryMetricReader, logger_provider: LoggerProvider,
+    log_exporter: InMemoryLogRecordExporter, trajectory: Trajectory, agent_span: ReadableSpan,
+) -> None:  # fmt: skip
+    scores = [ACCURACY, VALIDATION, SKIPPED, ERROR]
+    emitter = Emitter(ToolScoreSettings(call_events="all"), meter_provider=meter_provider,
+                      logger_provider=logger_provider)  # fmt: skip
+    # the emission crosses the scoring process's pipe as pickle
+    emission = pickle.loads(pickle.dumps(emitter.prepare(trajectory, scores)))
+    assert emission.span_attributes == emitter.span_attributes(scores)
+    together = emitter.send(emission, agent_span)
+    events_together, metrics_together = _records(log_exporter), _metric_values(reader)
+    alone = emitter.evaluation_spans(trajectory, scores, agent_span)
+    emitter.emit_events(trajectory, scores)
+    emitter.record_metrics(trajectory, scores)
+    assert [(s.name, dict(s.attributes or {})) for s in together] == [(s.name, dict(s.attributes or {})) for s in alone]
+    assert _records(log_exporter) == events_together * 2
+    assert _metric_values(reader) == {k: v * 2 for k, v in metrics_together.items()}
+
+
+def _records(log_exporter: InMemoryLogRecordExporter) -> list[Any]:
+    return [(r.log_record.span_id, r.log_record.severity_number, list(attrs(r).items()))
+            for r in log_exporter.get_finished_logs()]
+
+
+def _metric_values(reader: InMemoryMetricReader) -> dict[Any, Any]:
+    out = {}
+    for name, metric in metrics(reader).items():
+        for point in metric.data.data_points:
+            out[(name, frozenset(dict(point.attributes or {}).items()))] = getattr(point, "value", None) or point.count
+    return out
 
 
 def test_pipeline_health_metrics(

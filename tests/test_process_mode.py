@@ -22,6 +22,7 @@ from otel_toolscore.runtime._scoring_process import OUTCOME_DIED, ScoringProcess
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.replay import replay
 from otel_toolscore.scorers.base import Score, Scorer
+from tests.support import paths
 from tests.support.pipeline import Pipeline, id_counts
 from tests.support.spans import weather_run
 from tests.test_three_paths import FILES
@@ -78,6 +79,25 @@ def test_the_exporter_gets_the_same_from_both_modes() -> None:
         assert sum(1 for s in spans if s[3].startswith("evaluation ")) > 100  # runs were scored
         assert _spans(process) == spans
         assert _events(process) == _events(thread)
+        assert _metrics(process) == _metrics(thread)
+    finally:
+        for p in (thread, process):
+            p.processor.shutdown()
+
+
+def test_per_call_events_prepared_in_the_child_are_the_threads() -> None:
+    # Every call's event (call_events="all"), pinned to its call's span in the child; cut
+    # explanations: what the child prepares is what the worker thread prepares.
+    files = paths.traces(paths.FIXTURES)
+    settings = {"call_events": "all", "explanation_max_chars": 24}
+    thread, process = Pipeline(scoring="thread", **settings), Pipeline(scoring="process", **settings)
+    for p in (thread, process):
+        _replay_all(p, files)
+    try:
+        events = _events(thread)
+        assert sum(1 for e in events if any(k == "gen_ai.tool.call.id" for k, _ in e[4])) > 50
+        assert _events(process) == events
+        assert _spans(process) == _spans(thread)
         assert _metrics(process) == _metrics(thread)
     finally:
         for p in (thread, process):

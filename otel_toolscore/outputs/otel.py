@@ -1,5 +1,9 @@
 """Scores out to OpenTelemetry: agent-span attributes, ``gen_ai.evaluation.result`` events, one
-evaluation span per run, and metrics (names in DESIGN.md, "Emitted names"; all in semconv).
+evaluation span per score, and metrics (names in DESIGN.md, "Emitted names"; all in semconv).
+
+Two halves: ``_prepare.Preparer`` works out what a run emits as plain data (an ``Emission``),
+``Emitter.send`` hands it to the SDK. The worker thread does both; with ``scoring="process"``
+the scoring process prepares and the app only sends.
 
 Called from the processor's worker thread, so no method raises: a failure is counted in
 ``toolscore.emit.errors{output}`` and logged once per output. Each output has its own switch
@@ -9,11 +13,9 @@ in the settings; a switched-off output costs nothing.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -28,6 +30,7 @@ from opentelemetry._logs import (
 from opentelemetry.context import Context
 from opentelemetry.metrics import (
     CallbackOptions,
+    Counter,
     Meter,
     MeterProvider,
     Observation,
@@ -45,20 +48,28 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import AttributeValue
 
-from otel_toolscore import semconv
+from otel_toolscore import _fork, semconv
 from otel_toolscore._version import __version__
 from otel_toolscore.config import ToolScoreSettings
-from otel_toolscore.conventions.parsing import valid_text
-from otel_toolscore.scorers.base import (
-    LABEL_ERROR,
-    LABEL_FAIL,
-    LABEL_PASS,
-    LABEL_SKIPPED,
-    Score,
+from otel_toolscore.outputs._prepare import (
+    OUTPUT_EVALUATION_SPAN,
+    OUTPUT_EVENTS,
+    OUTPUT_METRICS,
+    OUTPUT_SPAN_ATTRIBUTES,
+    Emission,
+    Preparer,
+    label_of,
+    number,
+    truncate,
 )
-from otel_toolscore.scorers.redaction import Redactor, make_redactor
-from otel_toolscore.scorers.results import CallResult, Issue, pin_to_calls
+from otel_toolscore.scorers.base import Score
+from otel_toolscore.scorers.redaction import Redactor
 from otel_toolscore.trajectory import Trajectory
+
+__all__ = [
+    "OUTPUT_EVALUATION_SPAN", "OUTPUT_EVENTS", "OUTPUT_METRICS", "OUTPUT_SPAN_ATTRIBUTES", "Emission", "Emitter",
+    "label_of", "truncate",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -81,56 +92,12 @@ _OTHER_TOOL = "_other"
 #: metric attribute sets kept built (per scorer, label, agent, issue): past this many, the rest
 #: are built per measurement
 _MAX_CACHED_ATTRIBUTES = 1024
-
-# Output names for toolscore.emit.errors{output}
-OUTPUT_SPAN_ATTRIBUTES = "span_attributes"
-OUTPUT_EVALUATION_SPAN = "evaluation_span"
-OUTPUT_EVENTS = "events"
-OUTPUT_METRICS = "metrics"
+#: counter adds wait at most this long (s) for a collection before they go to the SDK anyway
+#: (a provider that collects differently, or none yet), or for this many series
+_COUNTS_WAIT_S = 1.0
+_COUNTS_MAX_SERIES = 256
 
 _id_generator = RandomIdGenerator()
-
-#: explanations remembered as they leave (``Emitter._explanation``): a run-level one goes out on
-#: the agent span, in the event and on the evaluation span, and runs repeat their explanations
-_REMEMBERED_TEXTS = 256
-#: longer texts are worked out again each time rather than kept (memory)
-_REMEMBERED_TEXT_CHARS = 4096
-
-
-def _call_event_wanted(result: CallResult, which: str) -> bool:
-    """Whether a per-call event goes out for ``result`` under ``call_events=which``."""
-    if result.score is None or which == "none":
-        return False
-    return which == "all" or bool(result.issues) or result.score < 1
-
-
-def truncate(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the last one an ellipsis when anything was cut."""
-    if len(text) <= limit:
-        return text
-    return text[: max(limit - 1, 0)] + "…"
-
-
-def label_of(score: Score) -> str | None:
-    """The emitted label: the scorer's own, else what the outcome says (never a made-up pass)."""
-    if score.label:
-        return score.label
-    if score.error is not None:
-        return LABEL_ERROR
-    if score.value is None:
-        return LABEL_SKIPPED
-    return None
-
-
-def _number(value: Any) -> float | None:
-    # bool is an int; a True "score" in details would be a scorer bug, not a score of 1.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _describe_issue(issue: Issue) -> str:
-    return f"{issue.type}: {issue.message}" if issue.message else issue.type
 
 
 def _context(trace_id_hex: str, span_id_hex: str | None) -> Context:
@@ -144,17 +111,78 @@ def _context(trace_id_hex: str, span_id_hex: str | None) -> Context:
     return trace.set_span_in_context(NonRecordingSpan(span_context))
 
 
-class _PendingGauge:
-    """One toolscore.traces.pending gauge per Meter, summing every registered callback.
+class _EventRecord(LogRecord):
+    """A ``gen_ai.evaluation.result`` record, which copies itself as ``copy.copy`` copies any
+    plain object (a new instance, its ``__dict__`` copied), only without the detour through
+    ``__reduce_ex__`` that costs ~3 µs: the SDK's batch processor copies every record it takes."""
+
+    def __copy__(self) -> _EventRecord:
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+
+# --- counts: summed here, added to the SDK's counters per collection ------------------------------
+
+
+class _Counts:
+    """Counter adds summed per series until a reader collects (``_MeterHooks``), or until they
+    have waited ``_COUNTS_WAIT_S`` or fill ``_COUNTS_MAX_SERIES`` series, then added to the SDK's
+    counters, one add per series: a counter add costs ~10 µs of the SDK's Python (the attributes
+    are cleaned, copied and hashed each time) and a run makes several, always to the same few
+    series. What a collection exports is unchanged: the sums are added before it reads them."""
+
+    def __init__(self, on_error: Callable[[str], None]) -> None:
+        self._on_error = on_error
+        self.reinit()
+
+    def reinit(self) -> None:
+        self._lock = threading.Lock()
+        # series key -> [counter, attributes, sum]
+        self._pending: dict[tuple[Any, ...], list[Any]] = {}
+        self._since = 0.0  # when the oldest pending add was taken (monotonic)
+
+    def add(self, key: tuple[Any, ...], counter: Counter, attributes: dict[str, AttributeValue], n: int) -> None:
+        with self._lock:
+            entry = self._pending.get(key)
+            if entry is None:
+                if not self._pending:
+                    self._since = time.monotonic()
+                self._pending[key] = [counter, attributes, n]
+            else:
+                entry[2] += n
+
+    def flush_if_due(self) -> None:
+        pending = self._pending
+        if pending and (len(pending) >= _COUNTS_MAX_SERIES or time.monotonic() - self._since >= _COUNTS_WAIT_S):
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for counter, attributes, n in pending.values():
+            try:
+                counter.add(n, attributes)
+            except Exception:  # noqa: BLE001 - one broken counter must not cost the others theirs
+                self._on_error(OUTPUT_METRICS)
+
+
+class _MeterHooks:
+    """The one observable instrument per Meter, toolscore.traces.pending. At each collection it
+    first adds every emitter's summed counts (``_Counts``) to their counters, then reports the
+    sum of every registered pending-traces callback (none ever registered: no point).
 
     The SDK keeps only the first observable instrument of a name per meter (a second one's
-    callbacks are silently dropped), so two processors sharing a MeterProvider share this.
-    Bound methods are held weakly, so a discarded processor stops being observed.
+    callbacks are silently dropped), so emitters sharing a MeterProvider share this. Pending
+    callbacks (bound methods) are held weakly, so a discarded processor stops being observed;
+    counts are held until added, and forgotten with their emitter after that.
     """
 
     def __init__(self, meter: Meter) -> None:
         self._lock = threading.Lock()
         self._sources: list[Callable[[], Callable[[], int] | None]] = []
+        self._observed = False
+        self._counts: list[tuple[weakref.ref[Any], _Counts]] = []
         meter.create_observable_gauge(
             semconv.METRIC_TRACES_PENDING,
             callbacks=[self._observe],
@@ -173,8 +201,20 @@ class _PendingGauge:
 
         with self._lock:
             self._sources.append(ref)
+            self._observed = True
+
+    def add_counts(self, owner: object, counts: _Counts) -> None:
+        with self._lock:
+            self._counts.append((weakref.ref(owner), counts))
 
     def _observe(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            counts = list(self._counts)
+            self._counts = [(owner, c) for owner, c in counts if owner() is not None]
+        for _, c in counts:  # before the SDK reads the counters (it runs every callback first)
+            c.flush()
+        if not self._observed:
+            return []
         total = 0
         with self._lock:
             sources = list(self._sources)
@@ -192,20 +232,24 @@ class _PendingGauge:
         return [Observation(total)]
 
 
-_pending_gauges: weakref.WeakKeyDictionary[Meter, _PendingGauge] = weakref.WeakKeyDictionary()
-_pending_lock = threading.Lock()
+_meter_hooks: weakref.WeakKeyDictionary[Meter, _MeterHooks] = weakref.WeakKeyDictionary()
+_hooks_lock = threading.Lock()
 
 
-def _pending_gauge(meter: Meter) -> _PendingGauge:
-    with _pending_lock:
-        gauge = _pending_gauges.get(meter)
-        if gauge is None:
-            gauge = _pending_gauges[meter] = _PendingGauge(meter)
-        return gauge
+def _hooks(meter: Meter) -> _MeterHooks:
+    with _hooks_lock:
+        hooks = _meter_hooks.get(meter)
+        if hooks is None:
+            hooks = _meter_hooks[meter] = _MeterHooks(meter)
+        return hooks
+
+
+# --- the emitter ----------------------------------------------------------------------------------
 
 
 class Emitter:
-    """Turns scores into attributes, events, an evaluation span and metrics."""
+    """Turns scores into attributes, events, evaluation spans and metrics: ``prepare`` (plain
+    data, see ``_prepare``) then ``send`` (the SDK calls)."""
 
     def __init__(
         self,
@@ -216,12 +260,7 @@ class Emitter:
         redact: Redactor | None = None,
     ) -> None:
         self._settings = settings
-        # Explanations can quote what the run's spans hold (arguments, results, a judge's
-        # echo of them, an exception message with a key in it); they leave the process through
-        # the same redaction a judge request gets, plus the user's hook when there is one.
-        self._redact: Redactor | None = (
-            make_redactor(redact) if settings.redact_explanations else redact
-        )
+        self._preparer = Preparer(settings, redact)
         self._scope = InstrumentationScope(semconv.INSTRUMENTATION_SCOPE, __version__)
         self._warned: set[str] = set()
         self._tool_names: set[str] = set()
@@ -229,18 +268,19 @@ class Emitter:
         # Metric attribute dicts by what they are built from: a few per scorer, and several
         # measurements per run. The SDK copies them (never mutates them), so one can be shared.
         self._metric_attributes: dict[tuple[str | None, ...], dict[str, AttributeValue]] = {}
-        # explanation as given -> as it leaves, oldest first
-        self._explained: OrderedDict[str, str] = OrderedDict()
-        self._explained_lock = threading.Lock()
+        self._counts = _Counts(self._failed)
         # A provider that fails here turns its output off rather than failing the app's
         # install(); the warning says why the output is missing.
         self._meter: Meter | None = None
+        self._hooks: _MeterHooks | None = None
         if settings.metrics:
             try:
                 meter = (meter_provider or get_meter_provider()).get_meter(
                     semconv.INSTRUMENTATION_SCOPE, __version__
                 )
                 self._create_instruments(meter)
+                self._hooks = _hooks(meter)
+                self._hooks.add_counts(self, self._counts)
                 self._meter = meter
             except Exception:  # noqa: BLE001
                 _log.warning("otel-toolscore: metrics disabled, no meter", exc_info=True)
@@ -259,6 +299,13 @@ class Emitter:
                 )
             except Exception:  # noqa: BLE001
                 _log.warning("otel-toolscore: events disabled, no logger", exc_info=True)
+        _fork.reinit_in_child(self._at_fork_reinit)
+
+    def _at_fork_reinit(self) -> None:
+        # The parent adds the counts it summed; a thread of the parent may have held a lock.
+        self._counts.reinit()
+        self._lock = threading.Lock()
+        self._preparer.reinit_after_fork()
 
     def _create_instruments(self, meter: Meter) -> None:
         self._score_histogram = meter.create_histogram(
@@ -307,151 +354,105 @@ class Emitter:
                 _log.warning("otel-toolscore: emitting %s failed", output, exc_info=True)
             else:
                 _log.debug("otel-toolscore: emitting %s failed", output, exc_info=True)
+        except Exception:  # noqa: BLE001 - the error path itself must not raise either
+            pass
+        self._count_failure(output)
+
+    def _count_failure(self, output: str) -> None:
+        """``toolscore.emit.errors{output}`` += 1 (logged where it happened)."""
+        try:
             if self._meter is not None:
                 self._errors_counter.add(1, {semconv.EMIT_OUTPUT: output})
         except Exception:  # noqa: BLE001 - the error path itself must not raise either
             pass
 
-    def _explanation(self, text: str | None) -> str | None:
-        """What may leave the process of an explanation: nothing when explanations are off,
-        else redacted, then cut to ``explanation_max_chars``. Worked out once per text."""
-        if not text or not self._settings.explanations:
-            return None
-        if len(text) > _REMEMBERED_TEXT_CHARS:
-            return self._leaving(text)
-        with self._explained_lock:
-            leaving = self._explained.get(text)
-        if leaving is not None:
-            return leaving
-        leaving = self._leaving(text)
-        with self._explained_lock:
-            self._explained[text] = leaving
-            if len(self._explained) > _REMEMBERED_TEXTS:
-                self._explained.popitem(last=False)
-        return leaving
+    # --- a run's outputs --------------------------------------------------------------------
 
-    def _leaving(self, text: str) -> str:
-        limit = self._settings.explanation_max_chars
-        if self._redact is not None:
-            # Redacting megabytes to keep 256 characters would cost the worker for nothing, so
-            # the text is cut first, at a whitespace boundary: a secret straddling a plain cut
-            # would leave its head unrecognisable, and in clear, in what is kept.
-            bound = max(4 * limit, 1024)
-            if len(text) > bound:
-                head = text[:bound]
-                space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
-                text = head[:space] if space > 0 else ""
-                text += " …"
-            text = self._redact(text)
-        # A custom scorer's text may hold lone surrogates, which the OTLP encoder cannot write.
-        return valid_text(truncate(text, limit))
+    def prepare(self, trajectory: Trajectory, scores: Sequence[Score]) -> Emission:
+        """What the run's scores emit, as plain data (``send`` emits it)."""
+        return self._preparer.prepare(trajectory, scores)
 
-    # --- agent-span attributes --------------------------------------------------------------
+    def send(self, emission: Emission, agent_span: ReadableSpan | None) -> list[ReadableSpan]:
+        """Events and metrics now; the evaluation spans (one per score, children of the agent
+        span) are returned for the caller to forward. The span attributes are the caller's to
+        put on the agent span."""
+        for output in emission.failed:
+            self._count_failure(output)
+        if emission.events:
+            self._send_events(emission)
+        if emission.metrics:
+            self._send_metrics(emission)
+        if agent_span is None or not emission.evaluations:
+            return []
+        return self._evaluation_spans(emission, agent_span)
+
+    # One output at a time (tests, tools): prepare and send that output alone.
 
     def span_attributes(self, scores: Sequence[Score]) -> dict[str, AttributeValue]:
         """``toolscore.<scorer>.{score,label,explanation,error}`` for the held agent span."""
-        if not self._settings.span_attributes:
-            return {}
-        try:
-            attributes: dict[str, AttributeValue] = {}
-            for score in scores:
-                fields: dict[str, AttributeValue | None] = {
-                    semconv.TOOLSCORE_FIELD_SCORE: _number(score.value),
-                    semconv.TOOLSCORE_FIELD_LABEL: label_of(score),
-                    semconv.TOOLSCORE_FIELD_EXPLANATION: self._explanation(score.explanation),
-                    semconv.TOOLSCORE_FIELD_ERROR: score.error,
-                }
-                for field, value in fields.items():
-                    if value is not None:
-                        attributes[semconv.toolscore_attr(score.name, field)] = value
-            return attributes
-        except Exception:  # noqa: BLE001 - never raise into the worker
-            self._failed(OUTPUT_SPAN_ATTRIBUTES)
-            return {}
-
-    # --- evaluation span --------------------------------------------------------------------
+        emission = self._preparer.prepare(None, scores)
+        for output in emission.failed:
+            self._count_failure(output)
+        return emission.span_attributes
 
     def evaluation_spans(
         self, trajectory: Trajectory, scores: Sequence[Score], agent_span: ReadableSpan
     ) -> list[ReadableSpan]:
-        """One finished span per score, child of and linked to the agent span (DESIGN.md,
-        "Emitted names": the GenAI semconv proposal's ``evaluation`` operation).
+        """One finished span per score, child of and linked to the agent span."""
+        return self.send(self._only(trajectory, scores, evaluations=True), agent_span)
+
+    def emit_events(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
+        """One ``gen_ai.evaluation.result`` per score on the run span, plus one per scored tool
+        call that ``call_events`` picks, on its tool span."""
+        self.send(self._only(trajectory, scores, events=True), None)
+
+    def record_metrics(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
+        """Score histogram, issue counter and evaluation counter for one run."""
+        self.send(self._only(trajectory, scores, metrics=True), None)
+
+    def _only(self, trajectory: Trajectory, scores: Sequence[Score], *, events: bool = False,
+              evaluations: bool = False, metrics: bool = False) -> Emission:
+        return self._preparer.prepare(trajectory, scores, span_attributes=False, events=events,
+                                      evaluations=evaluations, metrics=metrics)
+
+    # --- evaluation spans -------------------------------------------------------------------
+
+    def _evaluation_spans(self, emission: Emission, agent_span: ReadableSpan) -> list[ReadableSpan]:
+        """DESIGN.md, "Emitted names": the GenAI semconv proposal's ``evaluation`` operation.
 
         One per score because the ``gen_ai.evaluation.*`` attributes describe one evaluation:
         a backend search on ``gen_ai.evaluation.name``/``score.label`` then finds each score.
         Built as ReadableSpans, not through a tracer, so they go only where the caller sends
         them (the downstream processor) and never back through our own processor.
         """
-        if not self._settings.evaluation_spans or not scores:
-            return []
         try:
             parent = agent_span.context
             if parent is None or not parent.is_valid:
                 return []
             now = time.time_ns()
-            spans = []
-            for score in scores:
-                context = SpanContext(
-                    trace_id=parent.trace_id,
-                    span_id=_id_generator.generate_span_id(),
-                    is_remote=False,
-                    trace_flags=parent.trace_flags,
-                    trace_state=parent.trace_state,
-                )
-                spans.append(ReadableSpan(
-                    name=f"{semconv.EVALUATION_SPAN_PREFIX} {score.name}",
-                    context=context,
+            links = (Link(parent),)  # immutable: the run's spans share it
+            trace_id, flags, state = parent.trace_id, parent.trace_flags, parent.trace_state
+            resource, scope = agent_span.resource, self._scope
+            new_id = _id_generator.generate_span_id
+            return [
+                ReadableSpan(
+                    name=name,
+                    context=SpanContext(trace_id=trace_id, span_id=new_id(), is_remote=False,
+                                        trace_flags=flags, trace_state=state),
                     parent=parent,
-                    resource=agent_span.resource,
-                    attributes=self._evaluation_span_attributes(trajectory, score),
-                    links=(Link(parent),),
+                    resource=resource,
+                    attributes=attributes,
+                    links=links,
                     kind=SpanKind.INTERNAL,
                     start_time=now,
                     end_time=now,
-                    instrumentation_scope=self._scope,
-                ))
-            return spans
+                    instrumentation_scope=scope,
+                )
+                for name, attributes in emission.evaluations
+            ]
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVALUATION_SPAN)
             return []
-
-    def _evaluation_span_attributes(
-        self, trajectory: Trajectory, score: Score
-    ) -> dict[str, AttributeValue]:
-        """The GenAI form (as the event has it) plus the OpenInference carrier form, which
-        Phoenix reads, for the one score the span holds."""
-        attributes: dict[str, AttributeValue] = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.OP_EVALUATION,
-            semconv.OI_SPAN_KIND: semconv.OI_KIND_EVALUATOR,
-        }
-        attributes.update(self._evaluation_attributes(score))
-        if trajectory.agent_name:
-            attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
-        attributes[semconv.oi_evaluation_attr(0, semconv.OI_EVALUATION_NAME)] = score.name
-        for oi_field, gen_ai in (
-            (semconv.OI_EVALUATION_SCORE, semconv.GEN_AI_EVALUATION_SCORE_VALUE),
-            (semconv.OI_EVALUATION_LABEL, semconv.GEN_AI_EVALUATION_SCORE_LABEL),
-            (semconv.OI_EVALUATION_EXPLANATION, semconv.GEN_AI_EVALUATION_EXPLANATION),
-        ):
-            if gen_ai in attributes:  # the same (redacted, cut) value in both forms
-                attributes[semconv.oi_evaluation_attr(0, oi_field)] = attributes[gen_ai]
-        return attributes
-
-    def _evaluation_attributes(self, score: Score) -> dict[str, AttributeValue]:
-        """The ``gen_ai.evaluation.*`` (and ``error.type``) attributes of one run-level score."""
-        attributes: dict[str, AttributeValue] = {semconv.GEN_AI_EVALUATION_NAME: score.name}
-        value = _number(score.value)
-        if value is not None:
-            attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = value
-        label = label_of(score)
-        if label is not None:
-            attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
-        explanation = self._explanation(score.explanation)
-        if explanation:
-            attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
-        if score.error is not None:
-            attributes[semconv.ERROR_TYPE] = score.error
-        return attributes
 
     # --- events -----------------------------------------------------------------------------
 
@@ -465,115 +466,69 @@ class Emitter:
                 "logger" if output == "events" else "meter", output, argument, setter,
             )
 
-    def emit_events(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
-        """One ``gen_ai.evaluation.result`` per score on the run span, plus one per scored tool
-        call that ``call_events`` picks, on its tool span (on the run span when the call had no
-        span of its own)."""
-        if self._logger is None or not scores:
+    def _send_events(self, emission: Emission) -> None:
+        logger = self._logger
+        if logger is None:
             return
         if self._unsent_check["events"]:
             self._warn_if_unsent("events", get_logger_provider, "logger_provider", "opentelemetry._logs.set_logger_provider")
         try:
-            run_context = _context(trajectory.trace_id, trajectory.span_id)
+            run_context = _context(emission.trace_id, emission.span_id)
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVENTS)
             return
-        which = self._settings.call_events
-        for score in scores:
-            # One score's bad details must not cost the other scores their events.
+        contexts: dict[str, Context] = {}
+        for group in emission.events:
+            # One score's failure must not cost the other scores their events.
             try:
-                attributes = self._evaluation_attributes(score)
-                if trajectory.agent_name:
-                    attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
-                self._emit(run_context, attributes, error=score.error is not None)
-                if which == "none":
-                    continue
-                calls = [result for result in score.calls if _call_event_wanted(result, which)]
-                for result in pin_to_calls(calls, trajectory) if calls else ():
-                    self._emit_call(trajectory, score, result, run_context)
+                for span_id, error, attributes in group:
+                    context = run_context
+                    if span_id is not None:
+                        context = contexts.get(span_id) or contexts.setdefault(
+                            span_id, _context(emission.trace_id, span_id))
+                    logger.emit(
+                        _EventRecord(
+                            timestamp=time.time_ns(),
+                            context=context,
+                            # INFO for judgements; WARN when the scorer could not score, so it stands out.
+                            severity_number=SeverityNumber.WARN if error else SeverityNumber.INFO,
+                            event_name=semconv.GEN_AI_EVALUATION_RESULT,
+                            attributes=attributes,
+                        )
+                    )
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 
-    def _emit_call(self, trajectory: Trajectory, score: Score, result: CallResult, run_context: Context) -> None:
-        """The per-call event, on the call's own span (the run's when it has none)."""
-        assert result.score is not None  # _call_event_wanted
-        attributes: dict[str, AttributeValue] = {
-            semconv.GEN_AI_EVALUATION_NAME: score.name,
-            semconv.GEN_AI_EVALUATION_SCORE_VALUE: result.score,
-            semconv.GEN_AI_EVALUATION_SCORE_LABEL: LABEL_FAIL if result.blocking else LABEL_PASS,
-        }
-        if result.issues:
-            text = "; ".join(_describe_issue(issue) for issue in result.issues)
-            explanation = self._explanation(text)
-            if explanation:
-                attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = explanation
-        if result.name:
-            attributes[semconv.GEN_AI_TOOL_NAME] = result.name
-        if result.call_id:
-            attributes[semconv.GEN_AI_TOOL_CALL_ID] = result.call_id
-        if trajectory.agent_name:
-            attributes[semconv.GEN_AI_AGENT_NAME] = trajectory.agent_name
-        context = run_context
-        if result.span_id:
-            context = _context(trajectory.trace_id, result.span_id)
-        self._emit(context, attributes, error=False)
-
-    def _emit(
-        self, context: Context, attributes: dict[str, AttributeValue], *, error: bool
-    ) -> None:
-        assert self._logger is not None
-        self._logger.emit(
-            LogRecord(
-                timestamp=time.time_ns(),
-                context=context,
-                # INFO for judgements; WARN when the scorer could not score, so it stands out.
-                severity_number=SeverityNumber.WARN if error else SeverityNumber.INFO,
-                event_name=semconv.GEN_AI_EVALUATION_RESULT,
-                attributes=attributes,
-            )
-        )
-
     # --- metrics ----------------------------------------------------------------------------
 
-    def record_metrics(self, trajectory: Trajectory, scores: Sequence[Score]) -> None:
-        """Score histogram, issue counter and evaluation counter for one run.
-
-        Attributes are names and enums only (never content, ids or explanations), so the
-        number of series stays bounded.
-        """
+    def _send_metrics(self, emission: Emission) -> None:
+        """Attributes are names and enums only (never content, ids or explanations), so the
+        number of series stays bounded."""
         if self._meter is None:
             return
-        if self._unsent_check["metrics"] and scores:
+        if self._unsent_check["metrics"]:
             self._warn_if_unsent("metrics", get_meter_provider, "meter_provider", "opentelemetry.metrics.set_meter_provider")
-        agent = trajectory.agent_name or None
-        for score in scores:
+        agent = emission.agent
+        cached = self._metric_attributes
+        for name, outcome, value, label, issues in emission.metrics:
             try:
-                self.count_evaluation(score.name, score.outcome)
-                value = _number(score.value)
+                self.count_evaluation(name, outcome)
                 if value is not None:
-                    label = label_of(score)
-                    key = ("score", score.name, label, agent)
-                    attributes = self._metric_attributes.get(key)
+                    key: tuple[str | None, ...] = ("score", name, label, agent)
+                    attributes = cached.get(key)
                     if attributes is None:
-                        attributes = self._keep_attributes(key, _score_attributes(score.name, label, agent))
+                        attributes = self._keep_attributes(key, _score_attributes(name, label, agent))
                     self._score_histogram.record(value, attributes)
-                self._count_issues(score)
+                for issue_type, severity, tool_name in issues:
+                    tool = self._bounded_tool_name(tool_name)
+                    key = ("issue", name, issue_type, severity, tool)
+                    attributes = cached.get(key)
+                    if attributes is None:
+                        attributes = self._keep_attributes(key, _issue_attributes(name, issue_type, severity, tool))
+                    self._counts.add(key, self._issues_counter, attributes, 1)
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_METRICS)
-
-    def _count_issues(self, score: Score) -> None:
-        for result in score.calls:
-            if not result.issues:
-                continue
-            tool = self._bounded_tool_name(result.name)
-            for issue in result.issues:
-                key = ("issue", score.name, issue.type, issue.severity, tool)
-                attributes = self._metric_attributes.get(key)
-                if attributes is None:
-                    attributes = self._keep_attributes(
-                        key, _issue_attributes(score.name, issue.type, issue.severity, tool)
-                    )
-                self._issues_counter.add(1, attributes)
+        self._counts.flush_if_due()
 
     def _keep_attributes(
         self, key: tuple[str | None, ...], attributes: dict[str, AttributeValue]
@@ -604,9 +559,13 @@ class Emitter:
                 attributes = self._keep_attributes(
                     key, {semconv.GEN_AI_EVALUATION_NAME: name, semconv.OUTCOME: outcome}
                 )
-            self._evaluations_counter.add(n, attributes)
+            self._counts.add(key, self._evaluations_counter, attributes, n)
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_METRICS)
+
+    def flush_counts(self) -> None:
+        """Hand the summed counts to the SDK's counters now (a collection does it anyway)."""
+        self._counts.flush()
 
     def count_evicted(self, reason: str, n: int = 1) -> None:
         """``toolscore.traces.evicted{reason}`` += n."""
@@ -619,10 +578,10 @@ class Emitter:
 
     def observe_pending(self, callback: Callable[[], int]) -> None:
         """``toolscore.traces.pending``: the sum of every registered callback at collection."""
-        if self._meter is None:
+        if self._hooks is None:
             return
         try:
-            _pending_gauge(self._meter).add(callback)
+            self._hooks.add(callback)
         except Exception:  # noqa: BLE001 - never raise into the caller
             self._failed(OUTPUT_METRICS)
 
@@ -632,10 +591,10 @@ class Emitter:
             return
         try:
             attributes: dict[str, AttributeValue] = {semconv.GEN_AI_REQUEST_MODEL: model}
-            duration = _number(duration_s)
+            duration = number(duration_s)
             if duration is not None and duration >= 0:
                 self._judge_duration.record(duration, attributes)
-            cost = _number(cost_usd)
+            cost = number(cost_usd)
             if cost is not None and cost >= 0:  # counters only go up
                 self._judge_cost.add(cost, attributes)
         except Exception:  # noqa: BLE001 - never raise into the worker

@@ -2,9 +2,9 @@
 
 Parent to child: completed runs, each its trace id and its spans as plain tuples (what reading
 and assembly look at, nothing else: no links, scope or trace state), the resources of a batch
-sent once. Child to parent: per run, the code scores (typed per-call results included, already
-pinned to their calls) and the few facts of the trajectory the outputs use; the whole trajectory
-only when the parent will hand it to LLM judges.
+sent once. Child to parent: per run, what its code scores emit, prepared in the child
+(``outputs._prepare.Emission``: attribute dicts, event bodies, metric points; the app only makes
+the SDK calls); the whole trajectory only when the parent will hand it to LLM judges.
 
 Both ends are this package, on pipes private to the two processes, so the tuples travel as
 pickle (C-speed both ways). The encoding side of each direction is the hot one for its process:
@@ -18,17 +18,17 @@ import os
 import pickle
 import select
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
+from otel_toolscore.outputs._prepare import Emission
 from otel_toolscore.runtime.engine import RunResult
 from otel_toolscore.scorers.base import Score
-from otel_toolscore.scorers.results import CallResult, pin_to_calls
 from otel_toolscore.trajectory import Trajectory
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -60,6 +60,20 @@ def _span_attributes(span: ReadableSpan) -> dict[str, Any]:
     return _plain(span.attributes if attributes is _MISSING else attributes)
 
 
+#: the properties read of a span; a class that keeps ReadableSpan's own for all of them (the SDK's
+#: spans, the sidecar's decoded ones) has its fields read directly, without a call per property
+_READ = ("name", "context", "parent", "resource", "status", "events", "kind", "start_time", "end_time",
+         "attributes")
+_plain_classes: dict[type, bool] = {}
+
+
+def _reads_fields(cls: type) -> bool:
+    plain = _plain_classes.get(cls)
+    if plain is None:
+        plain = _plain_classes[cls] = all(getattr(cls, name, None) is getattr(ReadableSpan, name) for name in _READ)
+    return plain
+
+
 def encode_runs(runs: Sequence[tuple[int, int, bool, Sequence[ReadableSpan]]]) -> bytes:
     """One message for the child: runs as (sequence number, trace id, want trajectory, spans)."""
     resources: list[dict[str, Any]] = []
@@ -68,21 +82,26 @@ def encode_runs(runs: Sequence[tuple[int, int, bool, Sequence[ReadableSpan]]]) -
     for seq, trace_id, want_trajectory, spans in runs:
         encoded = []
         for span in spans:
-            ctx = span.context
-            parent = span.parent
-            resource = span.resource
+            fields_ = getattr(span, "__dict__", None) if _reads_fields(type(span)) else None
+            if fields_ is not None:
+                name, ctx, parent, resource = fields_["_name"], fields_["_context"], fields_["_parent"], fields_["_resource"]
+                status, events, kind = fields_["_status"] or _UNSET, fields_["_events"], fields_["_kind"]
+                start, end, attributes = fields_["_start_time"], fields_["_end_time"], _plain(fields_["_attributes"])
+            else:
+                name, ctx, parent, resource = span.name, span.context, span.parent, span.resource
+                status, events, kind = span.status or _UNSET, span.events, span.kind
+                start, end, attributes = span.start_time, span.end_time, _span_attributes(span)
             index = resource_index.get(id(resource))
             if index is None:
                 index = resource_index[id(resource)] = len(resources)
                 resources.append(_plain(resource.attributes) if resource is not None else {})
-            status = span.status or _UNSET
-            events = span.events
             encoded.append((
-                span.name, ctx.span_id if ctx is not None else 0,
-                parent.span_id if parent is not None else 0, parent is not None and parent.is_remote,
-                span.kind.value, span.start_time, span.end_time,
-                status.status_code.value, status.description,
-                _span_attributes(span),
+                # SpanContext by index: its named properties are Python calls
+                name, ctx[1] if ctx is not None else 0,  # (span_id)
+                parent[1] if parent is not None else 0, parent is not None and parent[2],  # (span_id, is_remote)
+                kind._value_, start, end,
+                status.status_code._value_, status.description,
+                attributes,
                 tuple((e.name, e.timestamp, _plain(e.attributes)) for e in events) if events else (),
                 index,
             ))
@@ -188,10 +207,6 @@ class Pipe:
 
 # --- answers ------------------------------------------------------------------------------------
 
-#: the trajectory's facts the outputs read (run span, agent, which app); the rest stays in the child
-_FACTS = ("trace_id", "span_id", "agent_name", "service_name", "nested", "parent_run_span_id",
-          "start_time", "end_time")
-
 
 @dataclass(slots=True)
 class RunAnswer:
@@ -203,16 +218,16 @@ class RunAnswer:
     error: str | None = None
 
 
-def answer_ok(seq: int, results: Sequence[RunResult], already_scored: int, want_trajectory: bool) -> tuple[Any, ...]:
-    """One run request's answer, as the child sends it (``encode_answers`` a batch of them)."""
+def answer_ok(seq: int, results: Sequence[RunResult], already_scored: int, want_trajectory: bool,
+              prepare: Callable[[Trajectory, Sequence[Score]], Emission]) -> tuple[Any, ...]:
+    """One run request's answer, as the child sends it (``encode_answers`` a batch of them): per
+    run, what its scores emit, prepared here (``prepare``), so that the app only sends it; the
+    whole trajectory only when the app hands it to LLM judges."""
     runs = []
     for result in results:
         traj = result.trajectory
-        scores = tuple(
-            (s.name, s.value, s.label, s.explanation, s.error, tuple(pin_to_calls(s.calls, traj)))
-            for s in result.scores
-        )
-        runs.append((tuple(getattr(traj, f) for f in _FACTS), traj if want_trajectory else None, scores))
+        emission = prepare(traj, result.scores)
+        runs.append((tuple(getattr(emission, f) for f in _EMISSION), traj if want_trajectory else None))
     return (seq, already_scored, None, runs)
 
 
@@ -225,25 +240,19 @@ def encode_answers(answers: Sequence[tuple[Any, ...]]) -> bytes:
 
 
 def decode_answers(message: bytes) -> list[tuple[int, RunAnswer]]:
-    """The parent's side: (sequence number, answer) per run request. Scores are built without
-    validation (``model_construct``): the child built them from validated ones."""
+    """The parent's side: (sequence number, answer) per run request. A run's result carries its
+    emission and no scores (nothing in the app reads them), its trajectory only the run's ids
+    unless it came whole."""
     out = []
     for seq, already_scored, error, runs in pickle.loads(message):  # our own child, on a private pipe
         results = []
-        for facts, trajectory, scores in runs:
-            traj = trajectory if trajectory is not None else _facts_only(facts)
-            results.append(RunResult(traj, [_score(*s) for s in scores]))
+        for values, trajectory in runs:
+            emission = Emission(*values)
+            traj = trajectory if trajectory is not None else Trajectory(emission.trace_id, emission.span_id)
+            results.append(RunResult(traj, [], emission))
         out.append((seq, RunAnswer(results, already_scored, error)))
     return out
 
 
-def _facts_only(facts: tuple[Any, ...]) -> Trajectory:
-    """A trajectory with the facts the outputs read, its step lists empty."""
-    return Trajectory(**dict(zip(_FACTS, facts, strict=True)))
-
-
-def _score(name: str, value: float | None, label: str | None, explanation: str, error: str | None,
-           calls: tuple[CallResult, ...]) -> Score:
-    # No details: no output reads them (their per-call part arrives typed, as ``calls``).
-    return Score.model_construct(name=name, value=value, label=label, explanation=explanation, details={},
-                                 error=error, call_results=calls)
+#: Emission's fields, in order (its slots), as the answer carries them
+_EMISSION = tuple(f.name for f in fields(Emission))

@@ -5,7 +5,9 @@ READ_FD WRITE_FD``: a fresh interpreter that imports this package and nothing of
 ``__main__``, which a multiprocessing "spawn" child would run again). The first message is the
 spec: the parent's ``sys.path``, the settings and the code scorers; the child answers ``ready``
 (or why it cannot start), then scores each batch of runs with ``engine.score_spans``, the
-function the processor's worker thread calls in thread mode, so the scores are the same.
+function the processor's worker thread calls in thread mode, so the scores are the same, and
+prepares what they emit (``outputs._prepare``) as the worker thread does, so that the app only
+makes the SDK calls.
 
 Answers go back per batch, and sooner when a batch takes long (``_ANSWER_WITHIN_S``), so that a
 held agent span does not wait for the runs queued behind its own. The child ends when the
@@ -14,6 +16,7 @@ parent closes the pipe (or dies: the pipe closes with it).
 
 from __future__ import annotations
 
+import gc
 import pickle
 import signal
 import sys
@@ -23,6 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from otel_toolscore.outputs._prepare import Preparer
 from otel_toolscore.runtime import _handoff
 from otel_toolscore.runtime.engine import score_spans
 
@@ -30,16 +34,32 @@ from otel_toolscore.runtime.engine import score_spans
 _ANSWER_WITHIN_S = 0.005
 
 
+#: the young generation's threshold here (Python's default: 700)
+_GC_GEN0 = 10_000
+
+
+def _tune_gc() -> None:
+    """The process is ours: what it has built to score (the package, the scorers, compiled
+    schemas) is moved out of the collector's sight, and the young generation is collected
+    after 10,000 net allocations instead of 700. Measured on 400 ten-span runs: 22 collections
+    (~7 µs a run) down to 1 (~3 µs a run); small, as a run frees nearly all it allocates."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(_GC_GEN0, *gc.get_threshold()[1:])
+
+
 def _serve(recv: Callable[[], bytes], send: Callable[[bytes], None]) -> None:
     try:
         path, spec = pickle.loads(recv())  # our own parent, on a private pipe
         sys.path[:] = path  # the scorers' modules import from where the app's do
         settings, code_scorers = pickle.loads(spec)
+        prepare = Preparer(settings).prepare
     except EOFError:
         return
     except BaseException:  # noqa: BLE001 - the parent is told why, whatever it was
         send(b"failed:" + traceback.format_exc().encode("utf-8", "replace"))
         return
+    _tune_gc()
     send(b"ready")
     while True:
         try:
@@ -51,7 +71,7 @@ def _serve(recv: Callable[[], bytes], send: Callable[[bytes], None]) -> None:
         for request in _handoff.decode_runs(message):
             try:
                 results, already_scored = score_spans(request.spans, code_scorers, settings)
-                answer = _handoff.answer_ok(request.seq, results, already_scored, request.want_trajectory)
+                answer = _handoff.answer_ok(request.seq, results, already_scored, request.want_trajectory, prepare)
             except BaseException as exc:  # noqa: BLE001 - one run's failure is its answer, as on the worker thread
                 answer = _handoff.answer_failed(request.seq, f"{type(exc).__name__}: {exc}")
             if not answers:

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_toolscore import semconv as sc
 from otel_toolscore.assemble import build_trajectories
 from otel_toolscore.config import Rule, ToolScoreSettings, sample_bound, sampled
-from otel_toolscore.outputs.otel import Emitter
+from otel_toolscore.outputs.otel import Emission, Emitter
 from otel_toolscore.scorers import run as scoring
 from otel_toolscore.scorers._loop import Inflight
 from otel_toolscore.scorers.base import Score, Scorer, build_scorers
@@ -31,7 +31,10 @@ Forward = Callable[[ReadableSpan], None]
 @dataclass
 class RunResult:
     trajectory: Trajectory
+    #: empty when the run was scored in the scoring process: its emission says what they emit
     scores: list[Score] = field(default_factory=list)
+    #: what the scores emit, as plain data, once prepared (``Engine.prepared``)
+    emission: Emission | None = None
 
 
 def resolve_scorers(scorers: Sequence[Scorer | str] | None, settings: ToolScoreSettings) -> list[Scorer]:
@@ -149,15 +152,16 @@ class Engine:
         top = max(rates, default=0.0)
         return None if top >= 1.0 else sample_bound(top)
 
+    def prepared(self, result: RunResult) -> Emission:
+        """What the run's scores emit (prepared now unless the scoring process did it)."""
+        if result.emission is None:
+            result.emission = self.emitter.prepare(result.trajectory, result.scores)
+        return result.emission
+
     def emit(self, result: RunResult, agent_span: ReadableSpan | None) -> list[ReadableSpan]:
         """Events and metrics now; the evaluation spans (one per score) are returned for the
         caller to forward."""
-        traj, scores = result.trajectory, result.scores
-        self.emitter.emit_events(traj, scores)
-        self.emitter.record_metrics(traj, scores)
-        if agent_span is None or not scores:
-            return []
-        return self.emitter.evaluation_spans(traj, scores, agent_span)
+        return self.emitter.send(self.prepared(result), agent_span)
 
     def count_already_scored(self) -> None:
         for name in self.scorer_names:

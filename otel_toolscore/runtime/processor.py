@@ -144,7 +144,15 @@ class _ReadyQueue(queue.SimpleQueue):  # type: ignore[type-arg]
 
 def with_attributes(span: ReadableSpan, extra: dict[str, AttributeValue]) -> ReadableSpan:
     """A copy of an ended span with more attributes (ended SDK spans are immutable)."""
-    return copy_span(span, attributes={**(span.attributes or {}), **extra})
+    # Merged from the plain dict inside the SDK's BoundedAttributes when there is one: the
+    # mapping the span shows is read key by key through Python-level methods.
+    own: Any = None
+    if type(span).attributes is ReadableSpan.attributes:  # (not a class showing other ones)
+        own = getattr(span, "_attributes", None)
+        own = getattr(own, "_dict", own)
+    if type(own) is not dict:
+        own = span.attributes or {}
+    return copy_span(span, attributes={**own, **extra})
 
 
 def _span_id_of(hex_id: str) -> int | None:
@@ -748,35 +756,40 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _apply(self, item: _Ready, results: list[RunResult]) -> None:
         """Release the run's held spans (scored ones with their scores) and emit the rest."""
+        engine = self._engine
         # A list per id: a buggy exporter or a replay can give two held spans one span id, and
         # each must still leave (one scored, the other as it is), not wait out hold_timeout.
         by_id: dict[str, list[_Held]] = {}
         for h in item.held:
             by_id.setdefault(format(h.span_id, "016x"), []).append(h)
-        # By the span id as the SDK holds it: one id formatted per run, not one per span.
-        spans_by_id = {s.context.span_id: s for s in item.spans} if results else {}
+        spans_by_id: dict[int, ReadableSpan] | None = None
         emitted: list[tuple[RunResult, ReadableSpan | None]] = []
         for result in results:
             run_id = result.trajectory.span_id or ""
             same = by_id.get(run_id)
+            run_span = same[-1].span if same else None
             if same:
                 # The mark goes out whatever the span-attribute settings: it is what keeps
                 # another scorer path (serve behind this app) from scoring the run again.
-                extra = {**self._emitter.span_attributes(result.scores), sc.TOOLSCORE_SCORED: True}
+                extra = {**engine.prepared(result).span_attributes, sc.TOOLSCORE_SCORED: True}
                 self._release(same.pop(0), extra)
-            emitted.append((result, spans_by_id.get(_span_id_of(run_id))))
+            if run_span is None:  # not held (a run under a wrapper's hold, a leftover)
+                if spans_by_id is None:  # by the span id as the SDK holds it: no id formatted per span
+                    spans_by_id = {s.context.span_id: s for s in item.spans}
+                run_span = spans_by_id.get(_span_id_of(run_id))  # type: ignore[arg-type]
+            emitted.append((result, run_span))
         # Wrappers and non-run agent spans go out as they are.
         self._release_all([h for same in by_id.values() for h in same])
         if self._shutdown:
             # Scored after shutdown gave up waiting: the spans left unscored, the downstream is
             # shut down; late scores would describe spans already exported without them.
             for _ in emitted:
-                self._engine.count_dropped()
+                engine.count_dropped()
             return
         for result, run_span in emitted:
-            for evaluation in self._engine.emit(result, run_span):
+            for evaluation in engine.emit(result, run_span):
                 self._forward(evaluation)
-            self._engine.judge(result, run_span, self._forward_evaluation)
+            engine.judge(result, run_span, self._forward_evaluation)
 
     # --- scoring="process": the worker sends, the scoring process's receiver thread emits -------
 
