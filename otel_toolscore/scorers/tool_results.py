@@ -61,8 +61,8 @@ from otel_toolscore.scorers._facts import (
     MAX_TEXT,
     Fact,
     FactIndex,
+    Kind,
     facts_of,
-    kind_of,
     kinds_of,
     number_fact,
     unique_facts,
@@ -181,6 +181,21 @@ _FOUND_RE = re.compile(
     r"|\bfound\s+\d+|\bresults?\s+(?:show|include)\b",
     re.I,
 )
+
+# Every match of ``_SUCCESS_RE`` holds "succe", "set" (of "all set") or one of the ``_DONE``
+# words (up to its optional letter: "cancel" of "cancell?ed"), so a text without any of them,
+# lower-cased, is not searched: most answers report findings, not actions. The characters that
+# re.I matches to an ASCII letter but ``lower`` does not turn into one (dotted and dotless i,
+# long s, the Kelvin sign) send a text to the search whatever it holds.
+_SUCCESS_WORDS = ("succe", "set", *(w[: w.index("?") - 1] if "?" in w else w for w in _DONE[3:-1].split("|")))
+_ODD_CASE = ("\u0130", "\u0131", "\u017f", "\u212a")
+
+
+def _may_claim_success(text: str) -> bool:
+    if not text.isascii() and any(map(text.__contains__, _ODD_CASE)):
+        return True
+    return any(map(text.lower().__contains__, _SUCCESS_WORDS))
+
 
 # --- result reading ---------------------------------------------------------------------------
 
@@ -322,42 +337,61 @@ class Salient:
     phrase: str  # normalised and padded; "" when only facts/tokens can match
     tokens: frozenset[str]  # content words for fuzzy matching (empty: exact phrase only)
     facts: tuple[Fact, ...]
+    #: what two values must share to count once (``salient_values``), and the kinds of the
+    #: facts: worked out once per value, which is cached and met again in every run
+    key: Any = field(default=None, compare=False, repr=False)
+    kinds: frozenset[Kind] = field(default=frozenset(), compare=False, repr=False)
+
+    @classmethod
+    def of(cls, text: str, phrase: str, tokens: frozenset[str], facts: tuple[Fact, ...]) -> Salient:
+        return cls(text, phrase, tokens, facts, (phrase, tokens, tuple(f.key for f in facts)), kinds_of(facts))
 
 
-def _leaves(value: Any, depth: int = 0) -> Iterator[Any]:
-    """Scalar leaves (values only, never keys), depth-first in document order."""
-    if depth > 50:
-        return
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item, depth + 1)
-    elif isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ("{", "[") and len(text) <= _MAX_PARSE:
-            try:
-                inner = json.loads(text)
-            except (ValueError, RecursionError):
-                inner = None
-            if isinstance(inner, (dict, list)):
-                yield from _leaves(inner, depth + 1)
-                return
-        yield value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if _finite(value):
-            yield value
+_MAX_LEAF_DEPTH = 50
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    """Scalar leaves (values only, never keys), depth-first in document order; nothing deeper
+    than ``_MAX_LEAF_DEPTH`` (a string holding JSON is one level above what it holds). One
+    generator with a stack of iterators: a leaf is not passed up through a generator per level."""
+    stack: list[tuple[Iterator[Any], int]] = [(iter((value,)), 0)]
+    while stack:
+        items, depth = stack[-1]  # the nodes at ``depth``, where the walk is in them
+        for item in items:
+            if isinstance(item, dict):
+                if depth < _MAX_LEAF_DEPTH:
+                    stack.append((iter(item.values()), depth + 1))
+                    break
+            elif isinstance(item, (list, tuple)):
+                if depth < _MAX_LEAF_DEPTH:
+                    stack.append((iter(item), depth + 1))
+                    break
+            elif isinstance(item, str):
+                text = item.strip()
+                if text[:1] in ("{", "[") and len(text) <= _MAX_PARSE:
+                    try:
+                        inner = json.loads(text)
+                    except (ValueError, RecursionError):
+                        inner = None
+                    if isinstance(inner, (dict, list)):
+                        if depth < _MAX_LEAF_DEPTH:
+                            stack.append((iter((inner,)), depth + 1))
+                            break
+                        continue
+                yield item
+            elif isinstance(item, (int, float)) and not isinstance(item, bool) and _finite(item):
+                yield item
+        else:
+            stack.pop()
 
 
 def salient_values(value: Any, limits: list[str] | None = None, what: str = "result") -> list[Salient]:
     """The result's salient values, at most ``_MAX_SALIENT``; each leaf is read lazily, so a
     result with a million sentences costs only the ones taken. Cuts are noted in ``limits``."""
-    found: dict[tuple[str, frozenset[str], tuple[Any, ...]], Salient] = {}
+    found: dict[Any, Salient] = {}
     for leaf in _leaves(value):
         for item in _salient_of_leaf(leaf, limits, what):
-            key = (item.phrase, item.tokens, tuple(f.key for f in item.facts))
-            found.setdefault(key, item)
+            found.setdefault(item.key, item)
             if len(found) >= _MAX_SALIENT:
                 if limits is not None:
                     limits.append(f"{what}: only the first {_MAX_SALIENT} distinct values were compared")
@@ -366,11 +400,14 @@ def salient_values(value: Any, limits: list[str] | None = None, what: str = "res
 
 
 def _salient_of_leaf(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterable[Salient]:
-    # Short values recur (a status, a city, a fare class), in a run's results and across runs;
-    # they are never cut, so nothing is noted in ``limits``. Salient values are never changed.
-    if isinstance(leaf, str) and len(leaf) <= _MAX_CACHED_PHRASE:
-        return _salient_of_short(leaf)
-    return _salient_of_value(leaf, limits, what)
+    # Short values recur (a status, a city, a fare class, a price), in a run's results and
+    # across runs; they are never cut, so nothing is noted in ``limits``. Salient values are
+    # never changed.
+    if isinstance(leaf, str):
+        if len(leaf) <= _MAX_CACHED_PHRASE:
+            return _salient_of_short(leaf)
+        return _salient_of_value(leaf, limits, what)
+    return _salient_of_number(leaf)
 
 
 @lru_cache(maxsize=8192)
@@ -378,10 +415,16 @@ def _salient_of_short(leaf: str) -> tuple[Salient, ...]:
     return tuple(_salient_of_value(leaf))
 
 
+#: typed: 65 and 65.0 are written differently ("65", "65.0")
+@lru_cache(maxsize=4096, typed=True)
+def _salient_of_number(leaf: float) -> tuple[Salient, ...]:
+    return tuple(_salient_of_value(leaf))
+
+
 def _salient_of_value(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterator[Salient]:
     if not isinstance(leaf, str):
         fact = number_fact(float(leaf))
-        yield Salient(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))
+        yield Salient.of(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))
         return
     text = _examined(leaf, what, limits).strip()
     if not any(ch.isalnum() for ch in text):
@@ -396,33 +439,39 @@ def _salient_of_value(leaf: Any, limits: list[str] | None = None, what: str = "r
         # word overlap only for values with enough words: "partly cloudy" must match exactly,
         # or "partly sunny" would count as using it
         fuzzy = tokens if len(tokens) >= _MIN_FUZZY_TOKENS else frozenset()
-        yield Salient(segment, phrase, fuzzy, facts_of(segment))
+        yield Salient.of(segment, phrase, fuzzy, facts_of(segment))
 
 
 # --- the response -----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class Response:
-    text: str
-    phrase: str
-    tokens: frozenset[str]
-    facts: tuple[Fact, ...]  # unique, including minor numbers
-    index: FactIndex
-    claims_success: bool
-    claims_failure: bool
-    claims_found: bool
-    #: the facts it states that could be wrong in a checkable way (small counts are not)
-    claims: tuple[Fact, ...] = ()
-    #: claims nothing in the run's sources supports, of a kind the run's results hold (``ground``)
-    ungrounded: list[Fact] = field(default_factory=list)
-    #: ungrounded facts of a kind no result of the run's own calls holds (``attribute``)
-    orphans: list[Fact] = field(default_factory=list)
+    """The text a call's result is compared with. What only some checks ask (the claim
+    patterns, the content words, the index of its facts) is worked out when first asked: most
+    answers never need the failure pattern, nor the words of a result worth fuzzy matching."""
+
+    __slots__ = ("text", "phrase", "facts", "claims", "ungrounded", "orphans",
+                 "_tokens", "_index", "_success", "_failure", "_found")
+
+    def __init__(self, text: str, phrase: str, facts: tuple[Fact, ...], claims: tuple[Fact, ...]) -> None:
+        self.text = text
+        self.phrase = phrase
+        self.facts = facts  # unique, including minor numbers
+        #: the facts it states that could be wrong in a checkable way (small counts are not)
+        self.claims = claims
+        #: claims nothing in the run's sources supports, of a kind the run's results hold (``ground``)
+        self.ungrounded: list[Fact] = []
+        #: ungrounded facts of a kind no result of the run's own calls holds (``ground``)
+        self.orphans: list[Fact] = []
+        self._tokens: frozenset[str] | None = None
+        self._index: FactIndex | None = None
+        self._success: bool | None = None
+        self._failure: bool | None = None
+        self._found: bool | None = None
 
     @classmethod
     def of(cls, text: str, limits: list[str] | None = None) -> Response:
         text = _examined(text, "response", limits)
-        phrase = norm_phrase(text)
         facts = tuple(unique_facts(facts_of(text)))
         claims = [fact for fact in facts if not fact.minor]
         if len(claims) > _MAX_CLAIMS:
@@ -431,17 +480,37 @@ class Response:
                 limits.append(f"response: only the first {_MAX_CLAIMS} of its {len(claims)} facts were checked "
                               "for grounding")
             claims = claims[:_MAX_CLAIMS]
-        return cls(
-            text=text,
-            phrase=phrase,
-            tokens=content_tokens(phrase),
-            facts=facts,
-            index=FactIndex(facts),
-            claims_success=bool(_SUCCESS_RE.search(text)),
-            claims_failure=bool(_FAILURE_RE.search(text)),
-            claims_found=bool(_FOUND_RE.search(text)),
-            claims=tuple(claims),
-        )
+        return cls(text, norm_phrase(text), facts, tuple(claims))
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        if self._tokens is None:
+            self._tokens = content_tokens(self.phrase)
+        return self._tokens
+
+    @property
+    def index(self) -> FactIndex:
+        if self._index is None:
+            self._index = FactIndex(self.facts)
+        return self._index
+
+    @property
+    def claims_success(self) -> bool:
+        if self._success is None:
+            self._success = _may_claim_success(self.text) and _SUCCESS_RE.search(self.text) is not None
+        return self._success
+
+    @property
+    def claims_failure(self) -> bool:
+        if self._failure is None:
+            self._failure = _FAILURE_RE.search(self.text) is not None
+        return self._failure
+
+    @property
+    def claims_found(self) -> bool:
+        if self._found is None:
+            self._found = _FOUND_RE.search(self.text) is not None
+        return self._found
 
     def ground(self, sources: Sources | None, limits: list[str] | None = None) -> None:
         """Find the claims nothing supports (``sources`` None: the check is skipped)."""
@@ -627,7 +696,9 @@ class ToolResultVerification(Scorer):
             salient = salient_values(value, limits, what)
 
         # only "does the result hold facts of this kind" is asked of the result's facts
-        result_kinds = {kind_of(fact) for item in salient for fact in item.facts}
+        result_kinds: set[Kind] = set()
+        for item in salient:
+            result_kinds.update(item.kinds)
         if isinstance(value, str) and malformed:
             result_kinds.update(kinds_of(facts_of(_examined(value, what, limits))))
         hallucination_score = 0.0
