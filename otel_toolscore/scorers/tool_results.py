@@ -67,7 +67,7 @@ from otel_toolscore.scorers._facts import (
     number_fact,
     unique_facts,
 )
-from otel_toolscore.scorers._grounding import MAX_GROUNDING_VALUES, Sources, same_kind
+from otel_toolscore.scorers._grounding import LEAF_DEPTH, MAX_GROUNDING_VALUES, Leaf, Sources, same_kind
 from otel_toolscore.scorers._grounding import finite as _finite
 from otel_toolscore.scorers.base import (
     LABEL_FAIL,
@@ -347,34 +347,32 @@ class Salient:
         return cls(text, phrase, tokens, facts, (phrase, tokens, tuple(f.key for f in facts)), kinds_of(facts))
 
 
-_MAX_LEAF_DEPTH = 50
-
-
 def _leaves(value: Any) -> Iterator[Any]:
-    """Scalar leaves (values only, never keys), depth-first in document order; nothing deeper
-    than ``_MAX_LEAF_DEPTH`` (a string holding JSON is one level above what it holds). One
-    generator with a stack of iterators: a leaf is not passed up through a generator per level."""
+    """Scalar leaves (values only, never keys), depth-first in document order: the leaves of
+    ``_grounding.walk``, lazily (a result with a million values is read only as far as its
+    salient values are taken). One generator with a stack of iterators: a leaf is not passed up
+    through a generator per level."""
     stack: list[tuple[Iterator[Any], int]] = [(iter((value,)), 0)]
     while stack:
         items, depth = stack[-1]  # the nodes at ``depth``, where the walk is in them
         for item in items:
             if isinstance(item, dict):
-                if depth < _MAX_LEAF_DEPTH:
+                if depth < LEAF_DEPTH:
                     stack.append((iter(item.values()), depth + 1))
                     break
             elif isinstance(item, (list, tuple)):
-                if depth < _MAX_LEAF_DEPTH:
+                if depth < LEAF_DEPTH:
                     stack.append((iter(item), depth + 1))
                     break
             elif isinstance(item, str):
                 text = item.strip()
-                if text[:1] in ("{", "[") and len(text) <= _MAX_PARSE:
+                if text[:1] in ("{", "[") and len(text) <= MAX_TEXT:
                     try:
                         inner = json.loads(text)
                     except (ValueError, RecursionError):
                         inner = None
                     if isinstance(inner, (dict, list)):
-                        if depth < _MAX_LEAF_DEPTH:
+                        if depth < LEAF_DEPTH:
                             stack.append((iter((inner,)), depth + 1))
                             break
                         continue
@@ -385,11 +383,13 @@ def _leaves(value: Any) -> Iterator[Any]:
             stack.pop()
 
 
-def salient_values(value: Any, limits: list[str] | None = None, what: str = "result") -> list[Salient]:
+def salient_values(value: Any, limits: list[str] | None = None, what: str = "result",
+                   leaves: list[Leaf] | None = None) -> list[Salient]:
     """The result's salient values, at most ``_MAX_SALIENT``; each leaf is read lazily, so a
-    result with a million sentences costs only the ones taken. Cuts are noted in ``limits``."""
+    result with a million sentences costs only the ones taken. Cuts are noted in ``limits``.
+    ``leaves``: all of the value's leaves, as the sources walked them (``Sources.own_leaves``)."""
     found: dict[Any, Salient] = {}
-    for leaf in _leaves(value):
+    for leaf in _leaves(value) if leaves is None else (leaf for _, leaf in leaves):
         for item in _salient_of_leaf(leaf, limits, what):
             found.setdefault(item.key, item)
             if len(found) >= _MAX_SALIENT:
@@ -608,10 +608,12 @@ class ToolResultVerification(Scorer):
             )
         final = final_response(trajectory, llms)
         results = [structured_result(call) for call in calls]
-        answered = [not malformed and not is_empty(value) and error_of(call, value) is None
-                    and not reports_failure(value) for call, (value, malformed) in zip(calls, results)]
-        sources = Sources.of(trajectory, calls, [value for value, _ in results], answered)
-        outcomes = _Outcomes(calls, [value for value, _ in results])
+        values = [value for value, _ in results]
+        errors = [error_of(call, value) for call, value in zip(calls, values)]
+        answered = [not malformed and error is None and not is_empty(value) and not reports_failure(value)
+                    for (value, malformed), error in zip(results, errors)]
+        sources = Sources.of(trajectory, calls, values, answered)
+        outcomes = _Outcomes(calls, values, errors)
         responses: dict[str, Response] = {}
         reports = []
         #: where a cap on what is examined was reached (10 MB results, huge answers)
@@ -635,7 +637,9 @@ class ToolResultVerification(Scorer):
             # a fact of a kind no call of this run returned (restated from an earlier turn's
             # results) is still flagged: on the last call before the answer
             orphans = i == len(calls) - 1
-            reports.append(self._check_call(call, results[i], response, outcomes, i, ends_run, limits, orphans))
+            leaves = sources.own_leaves[i] if i < len(sources.own_leaves) else None
+            reports.append(self._check_call(call, results[i], errors[i], response, outcomes, i, ends_run, limits,
+                                            orphans, leaves))
         final_response_ = responses.get(self._response_text(final, llms, llm_positions, max(call_positions)))
         return self._summarise(
             reports, any(r.available for r in responses.values()), list(dict.fromkeys(limits)),
@@ -661,14 +665,16 @@ class ToolResultVerification(Scorer):
     # one call ---------------------------------------------------------------------------------
 
     def _check_call(
-        self, call: ToolCall, result: tuple[Any, bool], response: Response, outcomes: _Outcomes, i: int,
-        ends_run: bool, limits: list[str] | None = None, orphans: bool = False,
+        self, call: ToolCall, result: tuple[Any, bool], error: str | None, response: Response, outcomes: _Outcomes,
+        i: int, ends_run: bool, limits: list[str] | None = None, orphans: bool = False,
+        leaves: list[Leaf] | None = None,
     ) -> VerifiedCall:
+        """``error``: ``error_of(call, value)``, which the run worked out for every call; ``leaves``:
+        the value's leaves when the sources walked them all."""
         issues: list[Issue] = []
         what = f"result of call {call.id or call.name or '?'}"
         value, malformed = result
         has_result = _has_result(call)
-        error = error_of(call, value)
         no_output = call.name in self.no_output_tools
         salient: list[Salient] = []
         if error is not None:
@@ -693,7 +699,7 @@ class ToolResultVerification(Scorer):
                     Issue("empty_result", "low", "the tool returned an empty result", actual=small_json(value))
                 )
         else:
-            salient = salient_values(value, limits, what)
+            salient = salient_values(value, limits, what, leaves)
 
         # only "does the result hold facts of this kind" is asked of the result's facts
         result_kinds: set[Kind] = set()
@@ -838,14 +844,29 @@ _STATE_KEYS = ("status", "state")
 
 
 class _Outcomes:
-    """How each of the run's calls turned out, for "was this failure superseded"."""
+    """How each of the run's calls turned out, for "was this failure superseded". Asked only
+    when a response claims an outcome, so worked out when first asked."""
 
-    def __init__(self, calls: list[ToolCall], values: list[Any]) -> None:
+    def __init__(self, calls: list[ToolCall], values: list[Any], errors: list[str | None]) -> None:
         self.names = [call.name for call in calls]
-        self.failed = [error_of(call, value) is not None or reports_not_found(value) or reports_failure(value)
-                       for call, value in zip(calls, values)]
-        #: the last call whose result reports a state: the state the answer describes
-        self.last_stateful = max((i for i, v in enumerate(values) if _state_of(v) is not None), default=-1)
+        self._values = values
+        self._errors = errors
+        self._failed: list[bool] | None = None
+        self._last_stateful: int | None = None
+
+    @property
+    def failed(self) -> list[bool]:
+        if self._failed is None:
+            self._failed = [error is not None or reports_not_found(value) or reports_failure(value)
+                            for value, error in zip(self._values, self._errors)]
+        return self._failed
+
+    @property
+    def last_stateful(self) -> int:
+        """The last call whose result reports a state: the state the answer describes."""
+        if self._last_stateful is None:
+            self._last_stateful = max((i for i, v in enumerate(self._values) if _state_of(v) is not None), default=-1)
+        return self._last_stateful
 
     def retried_ok(self, i: int) -> bool:
         """A later call of the same tool succeeded: the answer reports the retry."""
