@@ -60,7 +60,15 @@ class Fact:
 # --- patterns ------------------------------------------------------------------------------
 
 _NUM = r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_NUM_START = r"(?<![\w.,/])"  # not inside a word, a decimal, a list like 1,2 or a path
+# A number not inside a word, a decimal, a list like 1,2 or a path, ``(?<![\w.,/])(?P<num>_NUM)``,
+# written to begin with a character class: a pattern that begins so is searched for in C, position
+# to position, where one that begins with a look-behind is tried at every position. The
+# look-behind moves after the first character (which it then spans), and ``_NUM`` is split on
+# that character: a sign, then digits, or a digit, then the rest.
+_LEAD_NUM = (
+    r"(?P<num>[-+−\d](?<![\w.,/][-+−\d])"
+    r"(?:(?<=[-+−])(?:\d{1,3}(?:,\d{3})+|\d+)|(?<=\d)(?:\d{0,2}(?:,\d{3})+|\d*))(?:\.\d+)?)"
+)
 _SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|mn)\b)?"
 
 _MONTHS = {
@@ -105,8 +113,8 @@ _TEXT_DATE_DM_RE = re.compile(
     re.I,
 )
 _SLASH_DATE_RE = re.compile(r"(?<![\w./])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\w/])")
-_CLOCK_RE = re.compile(
-    r"(?<![\d:.])(?P<h>\d{1,2}):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?"
+_CLOCK_RE = re.compile(  # (?<![\d:.])(?P<h>\d{1,2}), begun as _LEAD_NUM is
+    r"(?P<h>\d(?<![\d:.]\d)\d?):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?"
     r"(?:\s?(?P<ap>[ap])\.?\s?m\b\.?)?(?![\d:])",
     re.I,
 )
@@ -115,14 +123,14 @@ _MONEY_PREFIX_RE = re.compile(rf"(?P<cur>US\$|C\$|A\$|\$|€|£|¥|₹)\s?(?P<nu
 _CURRENCY_CODES = "usd|eur|gbp|jpy|inr|cad|aud|chf|cny|sek|nok|dkk"
 _MONEY_CODE_RE = re.compile(rf"\b(?P<cur>{_CURRENCY_CODES})\s?(?P<num>{_NUM}){_SCALE}", re.I)
 _MONEY_SUFFIX_RE = re.compile(
-    rf"{_NUM_START}(?P<num>{_NUM}){_SCALE}\s?(?P<cur>{_CURRENCY_CODES}|dollars?|euros?|cents?|bucks)\b",
+    rf"{_LEAD_NUM}{_SCALE}\s?(?P<cur>{_CURRENCY_CODES}|dollars?|euros?|cents?|bucks)\b",
     re.I,
 )
-_PERCENT_RE = re.compile(rf"{_NUM_START}(?P<num>{_NUM})\s?(?:%|percent\b|per\s?cent\b|pct\b)", re.I)
+_PERCENT_RE = re.compile(rf"{_LEAD_NUM}\s?(?:%|percent\b|per\s?cent\b|pct\b)", re.I)
 _IDENT_SEP_RE = re.compile(
     r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]+(?:[-_][a-z0-9]+)+(?![\w-])", re.I
 )
-_IDENT_CAPS_RE = re.compile(r"(?<![\w-])[A-Z]{2,}\d{3,}[A-Z0-9]*(?![\w-])")
+_IDENT_CAPS_RE = re.compile(r"[A-Z](?<![\w-][A-Z])[A-Z]+\d{3,}[A-Z0-9]*(?![\w-])")  # as _LEAD_NUM
 _IDENT_HASH_RE = re.compile(r"(?<![\w#])#\d{3,}\b")
 _HEX_RE = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])", re.I)
 
@@ -141,10 +149,29 @@ for _dimension, _spellings in {
 }.items():
     for _spelling in _spellings.split():
         _UNITS[_spelling] = _dimension
-_UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+
+
+def _by_first_letter(words: list[str]) -> str:
+    """An alternation of ``words`` (in priority order) grouped by their first character, each
+    group in the same order: ``km|kg|m`` as ``k(?:m|g)|m``. It matches what the plain one does,
+    as the plain one would (no two groups can match the same character, even under re.I), but a
+    failing search tries one alternative per first character, not one per word: most numbers
+    have no unit after them."""
+    groups: dict[str, list[str]] = {}
+    for word in words:
+        groups.setdefault(word[0], []).append(word[1:])
+    return "|".join(
+        re.escape(first) + (f"(?:{'|'.join(re.escape(rest) for rest in rests)})" if rests != [""] else "")
+        for first, rests in groups.items()
+    )
+
+
+_UNIT_ALT = _by_first_letter(sorted(_UNITS, key=len, reverse=True))
+# (?=[°ºa-z]): every unit starts with one of these (under re.I, with whatever re.I matches to a
+# letter), so a number followed by anything else skips the unit alternation at once
 _NUMBER_RE = re.compile(
-    rf"{_NUM_START}(?P<num>{_NUM}){_SCALE}"
-    rf"(?:\s?(?P<unit>°\s?[fc]\b|º\s?[fc]\b|(?:{_UNIT_ALT})(?![\w/])|[fc](?![\w]))"
+    rf"{_LEAD_NUM}{_SCALE}"
+    rf"(?:\s?(?=[°ºa-z])(?P<unit>°\s?[fc]\b|º\s?[fc]\b|(?:{_UNIT_ALT})(?![\w/])|[fc](?![\w]))"
     rf"(?:\s(?P<scale2>fahrenheit|celsius)\b)?)?",
     re.I,
 )
