@@ -323,7 +323,10 @@ def reports_success(value: Any) -> bool:
     status = value.get("status")
     if isinstance(status, str) and status.strip().lower() in _SUCCESS_STATUSES:
         return True
-    return any(value.get(flag) is True for flag in _SUCCESS_FLAGS)
+    for flag in _SUCCESS_FLAGS:
+        if value.get(flag) is True:
+            return True
+    return False
 
 
 # --- salient values -------------------------------------------------------------------------
@@ -701,18 +704,20 @@ class ToolResultVerification(Scorer):
         else:
             salient = salient_values(value, limits, what, leaves)
 
-        # only "does the result hold facts of this kind" is asked of the result's facts
+        # only "does the result hold facts of this kind" is asked of the result's facts, and
+        # only of a response with ungrounded facts (the salient values' kinds are added then)
         result_kinds: set[Kind] = set()
-        for item in salient:
-            result_kinds.update(item.kinds)
         if isinstance(value, str) and malformed:
             result_kinds.update(kinds_of(facts_of(_examined(value, what, limits))))
         hallucination_score = 0.0
         ungrounded: list[Fact] = []
         integrated = False
         if response.available and (has_result or error is not None):
-            ungrounded = [fact for fact in response.ungrounded
-                          if _same_kind(result_kinds, fact) or (orphans and fact in response.orphans)]
+            if response.ungrounded:
+                for item in salient:
+                    result_kinds.update(item.kinds)
+                ungrounded = [fact for fact in response.ungrounded
+                              if _same_kind(result_kinds, fact) or (orphans and fact in response.orphans)]
             hallucination_score = round(len(ungrounded) / len(response.claims), 2) if response.claims else 0.0
             contradiction = _contradiction(call, value, error, response, outcomes, i)
             if contradiction:
@@ -742,9 +747,9 @@ class ToolResultVerification(Scorer):
                     evidence={"fact": first.text, "sentence": clip(response.sentence_of(first), 300)},
                 )
             )
-        severities = [issue.severity for issue in issues]
-        return VerifiedCall.of(
-            call, i, score=penalised_score(severities, SEVERITY_WEIGHTS), issues=tuple(issues),
+        score = penalised_score([issue.severity for issue in issues], SEVERITY_WEIGHTS) if issues else 1.0
+        return VerifiedCall(
+            index=i, call_id=call.id, name=call.name, span_id=call.span_id, score=score, issues=tuple(issues),
             hallucinated=hallucinated, hallucination_score=hallucination_score, integrated=integrated,
             ungrounded_facts=tuple(fact.text for fact in ungrounded),
         )
