@@ -529,12 +529,6 @@ _NUMERIC_KINDS = frozenset({"number", "year", "money", "percentage"})
 _TEXT_KINDS = frozenset({"identifier", "email", "url"})
 
 
-def _dimension_of(fact: Fact) -> str | None:
-    """What a number measures, as far as its text says: its unit, or its kind (money, a year, a
-    percentage); None for a bare number."""
-    return fact.unit if fact.kind == "number" else fact.kind
-
-
 class FactIndex:
     """Facts of some texts, indexed for "does this fact appear there" (normalised)."""
 
@@ -543,7 +537,6 @@ class FactIndex:
         #: value → the dimensions it was written with (a number's unit, or its kind: money, a
         #: year; None for a bare number), so that "55 year old" does not ground "55°F"
         self._dimensions: dict[float, set[str | None]] = {}
-        self.numeric: set[tuple[float, int]] = set()
         #: finite numbers in order, for "a number here rounds to the fact" (None: to be rebuilt)
         self._sorted: list[float] | None = None
         #: decimals as written → the values written with that many
@@ -620,30 +613,44 @@ class FactIndex:
         return self._cut
 
     def add(self, facts: Iterable[Fact]) -> None:
+        # every fact of a run's results passes here: the sets are looked up once per call, and a
+        # value's set of dimensions is made only for a new value
+        kinds, numbers, dimensions, by_decimals = self._kinds, self.numbers, self._dimensions, self._by_decimals
         for fact in facts:
-            self._kinds.add((fact.kind, fact.unit if fact.kind == "number" else None))
-            if fact.kind in _NUMERIC_KINDS:
-                if fact.value not in self.numbers:
-                    self.numbers.add(fact.value)
+            kind, value = fact.kind, fact.value
+            if kind in _NUMERIC_KINDS:
+                unit = fact.unit if kind == "number" else None
+                kinds.add((kind, unit))
+                if value not in numbers:
+                    numbers.add(value)
                     self._sorted = None
-                self._dimensions.setdefault(fact.value, set()).add(_dimension_of(fact))
-                self.numeric.add((fact.value, fact.decimals))
-                self._by_decimals.setdefault(fact.decimals, set()).add(fact.value)
-                if fact.kind == "percentage":
-                    self.percentages.add(fact.value)
-            elif fact.kind == "date":
-                for y, m, d in fact.alternatives or (fact.value,):
+                written = dimensions.get(value)
+                if written is None:
+                    written = dimensions[value] = set()
+                # what the number measures, as far as its text says: its unit, or its kind (money,
+                # a year, a percentage); None for a bare number
+                written.add(unit if kind == "number" else kind)
+                same_decimals = by_decimals.get(fact.decimals)
+                if same_decimals is None:
+                    same_decimals = by_decimals[fact.decimals] = set()
+                same_decimals.add(value)
+                if kind == "percentage":
+                    self.percentages.add(value)
+                continue
+            kinds.add((kind, None))
+            if kind == "date":
+                for y, m, d in fact.alternatives or (value,):
                     self.dates.add((y, m, d))
                     self.month_days.add((m, d))
                     if y is not None:
                         self.years.add(y)
-            elif fact.kind == "time":
-                self.times.add(fact.value)
-                self.times_mod12.add(fact.value % 720)
+            elif kind == "time":
+                self.times.add(value)
+                self.times_mod12.add(value % 720)
                 if fact.ambiguous:
-                    self.ambiguous_times_mod12.add(fact.value % 720)
+                    self.ambiguous_times_mod12.add(value % 720)
             else:
-                self.strings.add(fact.value)
+                self.strings.add(value)
 
     def contains(self, fact: Fact, *, rounded_here: bool = False) -> bool:
         """Does the fact appear here? Numbers match as numbers; a number written here may be a

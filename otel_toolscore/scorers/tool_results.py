@@ -410,7 +410,8 @@ def _salient_of_leaf(leaf: Any, limits: list[str] | None = None, what: str = "re
         if len(leaf) <= _MAX_CACHED_PHRASE:
             return _salient_of_short(leaf)
         return _salient_of_value(leaf, limits, what)
-    return _salient_of_number(leaf)
+    # a float zero is not cached: -0.0 would be answered as 0.0, which is written otherwise
+    return _salient_of_number(leaf) if leaf or isinstance(leaf, int) else _salient_of_value(leaf)
 
 
 @lru_cache(maxsize=8192)
