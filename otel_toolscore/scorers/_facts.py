@@ -119,7 +119,13 @@ _CLOCK_RE = re.compile(  # (?<![\d:.])(?P<h>\d{1,2}), begun as _LEAD_NUM is
     re.I,
 )
 _HOUR_AMPM_RE = re.compile(r"(?<![\w.:])(?P<h>\d{1,2})\s?(?P<ap>[ap])\.?\s?m\b\.?", re.I)
-_MONEY_PREFIX_RE = re.compile(rf"(?P<cur>US\$|C\$|A\$|\$|€|£|¥|₹)\s?(?P<num>{_NUM}){_SCALE}", re.I)
+# (?P<cur>US\$|C\$|A\$|\$|€|£|¥|₹), begun with its first character as a case-sensitive class (no
+# character but these is matched by them under re.I), then the rest of each spelling
+_MONEY_PREFIX_RE = re.compile(
+    r"(?P<cur>(?-i:[uUcCaA$€£¥₹])(?:(?<=[uU])S\$|(?<=[cCaA])\$|(?<=[$€£¥₹])))"
+    rf"\s?(?P<num>{_NUM}){_SCALE}",
+    re.I,
+)
 _CURRENCY_CODES = "usd|eur|gbp|jpy|inr|cad|aud|chf|cny|sek|nok|dkk"
 _MONEY_CODE_RE = re.compile(rf"\b(?P<cur>{_CURRENCY_CODES})\s?(?P<num>{_NUM}){_SCALE}", re.I)
 _MONEY_SUFFIX_RE = re.compile(
