@@ -101,7 +101,10 @@ _MIN_FUZZY_TOKENS = 3
 
 # --- text normalisation ---------------------------------------------------------------------
 
-_SEPARATORS = re.compile(r"[\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^]+|\.(?=\s|$)")
+_SEPARATOR_CHARS = r"\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^"
+# A run of separators, or a full stop that ends a sentence (``[SEP]+|\.(?=\s|$)``), written to
+# begin with one character class so that it is searched for in C: the first character decides.
+_SEPARATORS = re.compile(rf"[{_SEPARATOR_CHARS}.](?:(?<=\.)(?=\s|$)|(?<!\.)[{_SEPARATOR_CHARS}]*)")
 _TOKEN = re.compile(r"[a-z0-9°%$€£]+")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset(
