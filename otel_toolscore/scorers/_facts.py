@@ -381,9 +381,9 @@ _DIGIT_RE = re.compile(r"\d")
 
 
 # Which patterns a short text can match is decided from one set of "triggers" (the characters
-# and substrings the table above asks for) instead of a check per pattern: a set intersection
-# for the characters, one scan of the case-folded text for the substrings, then the plan for
-# that set of triggers, kept once made (texts share few distinct sets).
+# and substrings the table above asks for) instead of a check per pattern: each trigger looked
+# for once with ``in`` (a search in C; the case-folded text for the substrings of re.I patterns),
+# then the plan for that set of triggers, kept once made (texts share few distinct sets).
 _Plan = tuple[tuple[re.Pattern[str], Any, re.Pattern[str] | None], ...]
 
 
@@ -402,19 +402,15 @@ def _trigger_tables() -> tuple[dict[str, int], dict[str, int], int, tuple[int, .
         sum(bits_original[n] for n in set(literal)) | sum(bits_folded[n] for n in set(in_folded))
         for _, _, _, literal, in_folded, _ in _PIPELINE
     )
-    # the scan reports the longest substring starting at a position: it stands for the shorter
-    # ones it starts with too ("euro" is also "eur")
-    for needle in bits_folded:
-        for shorter in bits_folded:
-            if needle != shorter and needle.startswith(shorter):
-                bits_folded[needle] |= bits_folded[shorter]
     return bits_original, bits_folded, digit, masks
 
 
 _BITS_ORIGINAL, _BITS_FOLDED, _DIGIT_BIT, _MASKS = _trigger_tables()
-_TRIGGER_CHARS = frozenset(n for n in _BITS_ORIGINAL if len(n) == 1)
+#: (character, bit): each looked for with ``in`` (a search in C), not by walking the text's characters
+_TRIGGER_CHARS = tuple((n, bit) for n, bit in _BITS_ORIGINAL.items() if len(n) == 1)
 _LONG_TRIGGERS = tuple((n, bit) for n, bit in _BITS_ORIGINAL.items() if len(n) > 1)  # "://"
-_FOLDED_TRIGGER_RE = re.compile("|".join(re.escape(n) for n in sorted(_BITS_FOLDED, key=len, reverse=True)))
+#: (substring of the case-folded text, bit), each looked for with ``in``
+_FOLDED_TRIGGERS = tuple(_BITS_FOLDED.items())
 _PLANS: dict[int, _Plan] = {}
 #: texts up to this long are checked by trigger set; longer ones pattern by pattern, where each
 #: check stops at its first hit (a long text can hold thousands of trigger substrings)
@@ -423,17 +419,16 @@ _TRIGGER_TEXT = 4_096
 
 def _triggers(original: str) -> int:
     present = _DIGIT_BIT if _DIGIT_RE.search(original) is not None else 0
-    for char in _TRIGGER_CHARS.intersection(original):
-        present |= _BITS_ORIGINAL[char]
+    for char, bit in _TRIGGER_CHARS:
+        if char in original:
+            present |= bit
     for needle, bit in _LONG_TRIGGERS:
         if needle in original:
             present |= bit
     folded = original.casefold()
-    search = _FOLDED_TRIGGER_RE.search
-    found = search(folded)
-    while found is not None:
-        present |= _BITS_FOLDED[found.group()]
-        found = search(folded, found.start() + 1)
+    for needle, bit in _FOLDED_TRIGGERS:
+        if needle in folded:
+            present |= bit
     return present
 
 
