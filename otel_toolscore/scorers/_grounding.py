@@ -72,7 +72,13 @@ class Sources:
     """The run's sources, indexed for ``supports``."""
 
     def __init__(self) -> None:
-        self.index = FactIndex()
+        #: the index of the sources' facts (``index``: with every text added so far)
+        self._index = FactIndex()
+        #: texts added and not yet given to the index (with their facts when known): an answer
+        #: that states no checkable fact never asks the index, so its texts never go there
+        self._queued: list[tuple[str, tuple[Fact, ...] | None]] = []
+        #: texts added that are longer than what is examined (``FactIndex.texts_cut``)
+        self._texts_cut = 0
         #: digit runs (3+ digits) found anywhere in the sources, ids included (of the texts
         #: in ``_unscanned`` once ``_scan`` read them)
         self._digit_runs: set[str] = set()
@@ -151,7 +157,7 @@ class Sources:
                     sources.add_text(part.content_raw)
                     if part.tool_call_id in arguments and not part.is_error and _answered(part.content):
                         sources.add_text(arguments[part.tool_call_id])
-        sources.complete = sources.complete and not sources.index.texts_cut
+        sources.complete = sources.complete and not sources._texts_cut
         return sources
 
     def add_text(self, text: str | None, facts: tuple[Fact, ...] | None = None) -> None:
@@ -161,8 +167,19 @@ class Sources:
         if not text or text in self._texts:
             return
         self._texts.add(text)
-        self.index.add_text(text, lazily=True, facts=facts)
+        self._queued.append((text, facts))
+        if len(text) > MAX_TEXT:
+            self._texts_cut += 1
         self._unscanned.append(text)
+
+    @property
+    def index(self) -> FactIndex:
+        """The sources' facts, every text added so far among them (indexed lazily, ``add_text``)."""
+        if self._queued:
+            queued, self._queued = self._queued, []
+            for text, facts in queued:
+                self._index.add_text(text, lazily=True, facts=facts)
+        return self._index
 
     def _scan(self) -> None:
         """Read the texts added since the last scan for digit runs and next-day times."""
@@ -244,7 +261,7 @@ class Sources:
 
     def _defer_numbers(self, numbers: list[float]) -> None:
         if numbers:
-            self.index.defer(map(number_fact, numbers))
+            self._index.defer(map(number_fact, numbers))  # looked up in any order: no need to flush the texts
 
     def _add_amount(self, value: float, own: bool) -> None:
         if self._given is not None:
