@@ -216,24 +216,22 @@ class Sources:
     def _add_leaves(self, value: Any, own: bool) -> int | None:
         """``add_result``; how many leaves it took, or None when the budget ran out."""
         numbers: list[float] = []
-        taken = 0
         texts = self._texts
         result_kinds, own_kinds = self.result_kinds, self.own_kinds
-        # one leaf past the budget says that it ran out
+        # one leaf past the budget says that it ran out: the leaves before it are still taken
         limit = max(self._budget, 0) + 1
         leaves, totals = walk(value, limit)
-        self._walked = leaves if len(leaves) < limit else None
+        ran_out = len(leaves) >= limit
+        self._walked = None if ran_out else leaves
+        if ran_out:
+            leaves = leaves[: limit - 1]
+        taken = len(leaves)
+        self._budget -= taken
         for key, leaf in leaves:
-            if self._budget <= 0:
-                self.complete = False
-                self._defer_numbers(numbers)
-                return None
-            self._budget -= 1
-            taken += 1
             if key is not None and key not in texts:
                 self.add_text(key)  # lenient: a date or a name can be a key
             if isinstance(leaf, str):
-                facts, kinds, amounts = _leaf(leaf)
+                facts, kinds, amounts = _short_leaf(leaf) if len(leaf) <= _MAX_CACHED_LEAF else _leaf_of(leaf)
                 if leaf not in texts:
                     self.add_text(leaf, facts)
                 if kinds:
@@ -255,6 +253,9 @@ class Sources:
             if not _is_count(key, number):
                 self._add_amount(number, own)
         self._defer_numbers(numbers)
+        if ran_out:
+            self.complete = False
+            return None
         for total in totals:  # a list's column totals (``walk``: none in a tuple or a string)
             self._add_amount(total, own)
         return taken
@@ -449,13 +450,9 @@ def _count_key(key: str) -> bool:
 _MAX_CACHED_LEAF = 4_096
 
 
-def _leaf(leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
+def _leaf_of(leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
     """A string leaf's facts, their kinds, and the amounts written in it ("total price is 375"
     adds up like a JSON number)."""
-    return _short_leaf(leaf) if len(leaf) <= _MAX_CACHED_LEAF else _leaf_of(leaf)
-
-
-def _leaf_of(leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
     facts = facts_of(leaf) if leaf else ()
     amounts = tuple(fact.value for fact in facts if fact.kind in ("money", "number")
                     and fact.unit in _AMOUNT_UNITS and not fact.minor)
@@ -465,6 +462,8 @@ def _leaf_of(leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float,
 _short_leaf = lru_cache(maxsize=8192)(_leaf_of)
 
 
+#: what a string that holds JSON starts with, once stripped (``walk`` reads it as JSON)
+_JSON_OPENERS = ("{", "[")
 #: what ``walk`` gives: (the key the leaf sits under, the string or finite number as written)
 Leaf = tuple[str | None, str | int | float]
 
@@ -486,6 +485,12 @@ def _collect(value: Any, key: str | None, depth: int, out: list[Leaf], limit: in
         return
     if isinstance(value, dict):
         for k, item in value.items():
+            # a string that cannot hold JSON is taken here, without a call of its own (most are)
+            if type(item) is str and depth < LEAF_DEPTH and len(out) < limit:
+                first = item[:1]
+                if first not in _JSON_OPENERS and not first.isspace():
+                    out.append((str(k), item))
+                    continue
             _collect(item, str(k), depth + 1, out, limit, totals)
     elif isinstance(value, list):
         for item in value:
@@ -497,7 +502,7 @@ def _collect(value: Any, key: str | None, depth: int, out: list[Leaf], limit: in
             _collect(item, key, depth + 1, out, limit, None)
     elif isinstance(value, str):
         text = value.strip()
-        if text[:1] in ("{", "[") and len(text) <= MAX_TEXT:
+        if text[:1] in _JSON_OPENERS and len(text) <= MAX_TEXT:
             try:
                 inner = json.loads(text)
             except (ValueError, RecursionError):
