@@ -551,6 +551,8 @@ class FactIndex:
         self.ambiguous_times_mod12: set[int] = set()
         self.strings: set[str] = set()
         self._kinds: set[Kind] = set()
+        #: the texts added, in their examined part, and (``_in_blob``) as many of them case-folded
+        self._blob_texts: list[str] = []
         self._blob_parts: list[str] = []
         self._texts: set[str] = set()
         self._cut = 0  # texts added that were longer than what is examined
@@ -581,7 +583,7 @@ class FactIndex:
             elif facts:
                 self._pending_facts.append(facts)
             # only the part the facts came from: substring look-ups stay bounded per text
-            self._blob_parts.append(text[:_MAX_TEXT].casefold())
+            self._blob_texts.append(text[:_MAX_TEXT])
 
     def defer(self, facts: Iterable[Fact]) -> None:
         """``add`` when a look-up first needs them."""
@@ -657,11 +659,18 @@ class FactIndex:
         """Does the fact appear here? Numbers match as numbers; a number written here may be a
         rounding of the fact's (``rounded_here``: "68" here uses the fact 68.4) or, by default,
         the fact may be a rounding of a number here ("about 68" grounded by 68.4)."""
+        if fact.kind in _TEXT_KINDS:
+            # the facts first, then the blob (its case-folded texts are made when first searched):
+            # a text's ids, e-mails and URLs are parts of its blob, so its facts add none to it
+            if fact.value in self.strings:
+                return True
+            if self._pending_facts:
+                self._index_pending()  # the facts given, not the texts still to extract
+                if fact.value in self.strings:
+                    return True
+            return self._in_blob(fact.value)
         if self._contains(fact, rounded_here):
             return True
-        if fact.kind in _TEXT_KINDS and not self._pending_facts:
-            # a text's ids, e-mails and URLs are parts of its blob, which is searched already
-            return False
         while self._index_pending():
             if self._contains(fact, rounded_here):
                 return True
@@ -688,10 +697,13 @@ class FactIndex:
                 or (fact.ambiguous and mod in self.times_mod12)
                 or mod in self.ambiguous_times_mod12
             )
-        if fact.value in self.strings:
-            return True
-        # an id or address inside a longer token of a source (a URL path, a sentence) counts
-        return any(fact.value in part for part in self._blob_parts)
+        return fact.value in self.strings or self._in_blob(fact.value)
+
+    def _in_blob(self, value: str) -> bool:
+        """An id or address inside a longer token of a source (a URL path, a sentence) counts."""
+        if len(self._blob_parts) < len(self._blob_texts):
+            self._blob_parts.extend(text.casefold() for text in self._blob_texts[len(self._blob_parts):])
+        return any(value in part for part in self._blob_parts)
 
     def _same_dimension(self, value: float, dimension: str | None) -> bool:
         """A source number can be the fact's unless both were written with units of different
