@@ -262,7 +262,7 @@ class Sources:
 
     def _defer_numbers(self, numbers: list[float]) -> None:
         if numbers:
-            self._index.defer(map(number_fact, numbers))  # looked up in any order: no need to flush the texts
+            self._index.defer(map(_number_fact, numbers))  # looked up in any order: no need to flush the texts
 
     def _add_amount(self, value: float, own: bool) -> None:
         if self._given is not None:
@@ -448,6 +448,15 @@ def _count_key(key: str) -> bool:
 #: same short values recur in every request's history and across runs); longer ones are not
 #: cached here (``facts_of`` keeps a few of its own)
 _MAX_CACHED_LEAF = 4_096
+
+
+_cached_number_fact = lru_cache(maxsize=8192)(number_fact)
+
+
+def _number_fact(value: float) -> Fact:
+    """``number_fact``, cached: a result's numbers recur (prices, counts, codes). A zero is made
+    afresh: -0.0 would be answered as 0.0, which is written otherwise."""
+    return _cached_number_fact(value) if value else number_fact(value)
 
 
 def _leaf_of(leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
