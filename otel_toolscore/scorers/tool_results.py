@@ -396,7 +396,10 @@ def salient_values(value: Any, limits: list[str] | None = None, what: str = "res
     ``leaves``: all of the value's leaves, as the sources walked them (``Sources.own_leaves``)."""
     found: dict[Any, Salient] = {}
     for leaf in _leaves(value) if leaves is None else (leaf for _, leaf in leaves):
-        for item in _salient_of_leaf(leaf, limits, what):
+        # ``_salient_of_leaf``, with a short string (the most common leaf) looked up here
+        items = (_salient_of_short(leaf) if type(leaf) is str and len(leaf) <= _MAX_CACHED_PHRASE
+                 else _salient_of_leaf(leaf, limits, what))
+        for item in items:
             found.setdefault(item.key, item)
             if len(found) >= _MAX_SALIENT:
                 if limits is not None:
