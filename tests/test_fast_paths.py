@@ -7,7 +7,12 @@
 * ``extract_facts`` skips patterns whose required characters or guards (runs every match holds)
   are missing; the facts must equal those of running every pattern.
 * tool_results' claim patterns (asked only whether a text matches) are written for a fast scan;
-  they must match exactly the texts their plain forms (``tests/support/claims_oracle``) match.
+  they must match exactly the texts their plain forms (``tests/support/claims_oracle``) match,
+  and a response's claims (the success pattern behind a word pre-check) with them.
+* the fact patterns that begin with a character class, and the units grouped by first letter,
+  must match what their plain forms (``tests/support/facts_oracle``) match, group for group.
+* a result's leaves are walked once for the sources and the salient values: the lazy walk of
+  the salient values must give the leaves of ``_grounding.walk``.
 * ``Engine.score`` skips reading traces that no scorer samples.
 * the processor's hold deadlines (a queue in hold order, released early by at most a small
   slack, never late) still release a held span whose scoring hangs.
@@ -39,7 +44,7 @@ from otel_toolscore.conventions.genai import _convert_messages, _without_finish_
 from otel_toolscore.scorers import _facts, _grounding
 from otel_toolscore.scorers import tool_results as tr
 from otel_toolscore.scorers.base import Score, Scorer
-from tests.support import claims_oracle, paths
+from tests.support import claims_oracle, facts_oracle, paths
 
 FIXTURES = paths.traces(paths.FIXTURES) + paths.traces(paths.CAPTURES)
 TRACE_FILES = [f for f in FIXTURES if f.name not in ("labels.json", "stacks.json")]
@@ -457,6 +462,30 @@ def test_long_texts_are_checked_pattern_by_pattern_alike(text: str, filler: str)
     assert _facts.extract_facts.__wrapped__(long) == _every_pattern(long)
 
 
+_FAST_FORMS = [
+    (_facts._NUMBER_RE, facts_oracle.NUMBER_RE),
+    (_facts._PERCENT_RE, facts_oracle.PERCENT_RE),
+    (_facts._MONEY_SUFFIX_RE, facts_oracle.MONEY_SUFFIX_RE),
+    (_facts._MONEY_PREFIX_RE, facts_oracle.MONEY_PREFIX_RE),
+    (_facts._CLOCK_RE, facts_oracle.CLOCK_RE),
+    (_facts._IDENT_CAPS_RE, facts_oracle.IDENT_CAPS_RE),
+    (tr._SEPARATORS, facts_oracle.SEPARATORS),
+]
+_UNIT_PIECES = [*_facts._UNITS, "C$", "A$", "c$", "a$", "US$", "uS$", "U", "S", "Kelvin", " mph", " kg", "5 ", "-", "−",
+                "+", "1,2", "3,456", ".5", "x.", ". ", ".\n", "a.", "\u00a0", "“", "—", " million", "bn"]
+
+
+def _matches(pattern: Any, text: str) -> list[Any]:
+    return [(m.span(), m.groupdict()) for m in pattern.finditer(text)]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.sampled_from(_UNIT_PIECES), max_size=20).map("".join))
+def test_fast_fact_patterns_match_what_their_plain_forms_match(text: str) -> None:
+    for fast, plain in _FAST_FORMS:
+        assert _matches(fast, text) == _matches(plain, text), plain.pattern
+
+
 @pytest.mark.parametrize("path", TRACE_FILES[::3], ids=paths.trace_id)
 def test_extract_facts_on_fixture_texts(path: Path) -> None:
     for span in read_otlp_json(path):
@@ -464,6 +493,8 @@ def test_extract_facts_on_fixture_texts(path: Path) -> None:
             if isinstance(value, str):
                 for text in (value, *value.split('"')):
                     assert _facts.extract_facts.__wrapped__(text) == _every_pattern(text)
+                    for fast, plain in _FAST_FORMS:
+                        assert _matches(fast, text) == _matches(plain, text), plain.pattern
 
 
 # --- response claims ---------------------------------------------------------------------------
@@ -476,7 +507,8 @@ _CLAIM_WORDS = [
     "unsuccessful", "unsuccessfully", "fail", "fails", "failed", "failure", "unfortunately", "wasn't",
     "weren't", "an", "the", "error", "occurred", "no", "results", "result", "matches", "records", "record",
     "data", "information", "entries", "such", "does", "do", "did", "exist", "possible", "work", "found",
-    "the order", "x", "12", "ſent", "ſucceſs", "faıled", "İs", "WAS", "Booked", "notfound",
+    "the order", "x", "12", "ſent", "ſucceſs", "faıled", "İs", "WAS", "Booked", "notfound", "boo\u212aed",
+    "submİtted", "submıtted", "°",
 ]
 _CLAIM_GLUE = [" ", "  ", "\n", "\t", "", ".", ",", "-", "'", "_", "!", " (", ")"]
 
@@ -486,6 +518,9 @@ _CLAIM_GLUE = [" ", "  ", "\n", "\t", "", ".", ",", "-", "'", "_", "!", " (", ")
 def test_claim_patterns_match_what_their_plain_forms_match(text: str) -> None:
     assert bool(tr._SUCCESS_RE.search(text)) == bool(claims_oracle.SUCCESS_RE.search(text))
     assert bool(tr._FAILURE_RE.search(text)) == bool(claims_oracle.FAILURE_RE.search(text))
+    response = tr.Response.of(text)
+    assert response.claims_success == bool(claims_oracle.SUCCESS_RE.search(text))
+    assert response.claims_failure == bool(claims_oracle.FAILURE_RE.search(text))
 
 
 @pytest.mark.parametrize("path", TRACE_FILES, ids=paths.trace_id)
@@ -595,6 +630,13 @@ def test_a_result_added_again_changes_what_adding_it_leaf_by_leaf_does(
         assert getattr(fast, name) == getattr(oracle, name), name
     for fact in queries:
         assert fast.verdict(fact) == oracle.verdict(fact) and fast.supports(fact) == oracle.supports(fact), fact
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_VALUE)
+def test_the_salient_walk_gives_the_leaves_of_the_sources_walk(value: Any) -> None:
+    leaves, _ = _grounding.walk(value, 10**9)
+    assert list(tr._leaves(value)) == [leaf for _, leaf in leaves]
 
 
 def _add_results(fast: _grounding.Sources, oracle: _grounding.Sources, values: list[Any],

@@ -60,7 +60,15 @@ class Fact:
 # --- patterns ------------------------------------------------------------------------------
 
 _NUM = r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_NUM_START = r"(?<![\w.,/])"  # not inside a word, a decimal, a list like 1,2 or a path
+# A number not inside a word, a decimal, a list like 1,2 or a path, ``(?<![\w.,/])(?P<num>_NUM)``,
+# written to begin with a character class: a pattern that begins so is searched for in C, position
+# to position, where one that begins with a look-behind is tried at every position. The
+# look-behind moves after the first character (which it then spans), and ``_NUM`` is split on
+# that character: a sign, then digits, or a digit, then the rest.
+_LEAD_NUM = (
+    r"(?P<num>[-+−\d](?<![\w.,/][-+−\d])"
+    r"(?:(?<=[-+−])(?:\d{1,3}(?:,\d{3})+|\d+)|(?<=\d)(?:\d{0,2}(?:,\d{3})+|\d*))(?:\.\d+)?)"
+)
 _SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|mn)\b)?"
 
 _MONTHS = {
@@ -105,24 +113,30 @@ _TEXT_DATE_DM_RE = re.compile(
     re.I,
 )
 _SLASH_DATE_RE = re.compile(r"(?<![\w./])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\w/])")
-_CLOCK_RE = re.compile(
-    r"(?<![\d:.])(?P<h>\d{1,2}):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?"
+_CLOCK_RE = re.compile(  # (?<![\d:.])(?P<h>\d{1,2}), begun as _LEAD_NUM is
+    r"(?P<h>\d(?<![\d:.]\d)\d?):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?"
     r"(?:\s?(?P<ap>[ap])\.?\s?m\b\.?)?(?![\d:])",
     re.I,
 )
 _HOUR_AMPM_RE = re.compile(r"(?<![\w.:])(?P<h>\d{1,2})\s?(?P<ap>[ap])\.?\s?m\b\.?", re.I)
-_MONEY_PREFIX_RE = re.compile(rf"(?P<cur>US\$|C\$|A\$|\$|€|£|¥|₹)\s?(?P<num>{_NUM}){_SCALE}", re.I)
+# (?P<cur>US\$|C\$|A\$|\$|€|£|¥|₹), begun with its first character as a case-sensitive class (no
+# character but these is matched by them under re.I), then the rest of each spelling
+_MONEY_PREFIX_RE = re.compile(
+    r"(?P<cur>(?-i:[uUcCaA$€£¥₹])(?:(?<=[uU])S\$|(?<=[cCaA])\$|(?<=[$€£¥₹])))"
+    rf"\s?(?P<num>{_NUM}){_SCALE}",
+    re.I,
+)
 _CURRENCY_CODES = "usd|eur|gbp|jpy|inr|cad|aud|chf|cny|sek|nok|dkk"
 _MONEY_CODE_RE = re.compile(rf"\b(?P<cur>{_CURRENCY_CODES})\s?(?P<num>{_NUM}){_SCALE}", re.I)
 _MONEY_SUFFIX_RE = re.compile(
-    rf"{_NUM_START}(?P<num>{_NUM}){_SCALE}\s?(?P<cur>{_CURRENCY_CODES}|dollars?|euros?|cents?|bucks)\b",
+    rf"{_LEAD_NUM}{_SCALE}\s?(?P<cur>{_CURRENCY_CODES}|dollars?|euros?|cents?|bucks)\b",
     re.I,
 )
-_PERCENT_RE = re.compile(rf"{_NUM_START}(?P<num>{_NUM})\s?(?:%|percent\b|per\s?cent\b|pct\b)", re.I)
+_PERCENT_RE = re.compile(rf"{_LEAD_NUM}\s?(?:%|percent\b|per\s?cent\b|pct\b)", re.I)
 _IDENT_SEP_RE = re.compile(
     r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]+(?:[-_][a-z0-9]+)+(?![\w-])", re.I
 )
-_IDENT_CAPS_RE = re.compile(r"(?<![\w-])[A-Z]{2,}\d{3,}[A-Z0-9]*(?![\w-])")
+_IDENT_CAPS_RE = re.compile(r"[A-Z](?<![\w-][A-Z])[A-Z]+\d{3,}[A-Z0-9]*(?![\w-])")  # as _LEAD_NUM
 _IDENT_HASH_RE = re.compile(r"(?<![\w#])#\d{3,}\b")
 _HEX_RE = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])", re.I)
 
@@ -141,10 +155,29 @@ for _dimension, _spellings in {
 }.items():
     for _spelling in _spellings.split():
         _UNITS[_spelling] = _dimension
-_UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+
+
+def _by_first_letter(words: list[str]) -> str:
+    """An alternation of ``words`` (in priority order) grouped by their first character, each
+    group in the same order: ``km|kg|m`` as ``k(?:m|g)|m``. It matches what the plain one does,
+    as the plain one would (no two groups can match the same character, even under re.I), but a
+    failing search tries one alternative per first character, not one per word: most numbers
+    have no unit after them."""
+    groups: dict[str, list[str]] = {}
+    for word in words:
+        groups.setdefault(word[0], []).append(word[1:])
+    return "|".join(
+        re.escape(first) + (f"(?:{'|'.join(re.escape(rest) for rest in rests)})" if rests != [""] else "")
+        for first, rests in groups.items()
+    )
+
+
+_UNIT_ALT = _by_first_letter(sorted(_UNITS, key=len, reverse=True))
+# (?=[°ºa-z]): every unit starts with one of these (under re.I, with whatever re.I matches to a
+# letter), so a number followed by anything else skips the unit alternation at once
 _NUMBER_RE = re.compile(
-    rf"{_NUM_START}(?P<num>{_NUM}){_SCALE}"
-    rf"(?:\s?(?P<unit>°\s?[fc]\b|º\s?[fc]\b|(?:{_UNIT_ALT})(?![\w/])|[fc](?![\w]))"
+    rf"{_LEAD_NUM}{_SCALE}"
+    rf"(?:\s?(?=[°ºa-z])(?P<unit>°\s?[fc]\b|º\s?[fc]\b|(?:{_UNIT_ALT})(?![\w/])|[fc](?![\w]))"
     rf"(?:\s(?P<scale2>fahrenheit|celsius)\b)?)?",
     re.I,
 )
@@ -348,9 +381,9 @@ _DIGIT_RE = re.compile(r"\d")
 
 
 # Which patterns a short text can match is decided from one set of "triggers" (the characters
-# and substrings the table above asks for) instead of a check per pattern: a set intersection
-# for the characters, one scan of the case-folded text for the substrings, then the plan for
-# that set of triggers, kept once made (texts share few distinct sets).
+# and substrings the table above asks for) instead of a check per pattern: each trigger looked
+# for once with ``in`` (a search in C; the case-folded text for the substrings of re.I patterns),
+# then the plan for that set of triggers, kept once made (texts share few distinct sets).
 _Plan = tuple[tuple[re.Pattern[str], Any, re.Pattern[str] | None], ...]
 
 
@@ -369,19 +402,15 @@ def _trigger_tables() -> tuple[dict[str, int], dict[str, int], int, tuple[int, .
         sum(bits_original[n] for n in set(literal)) | sum(bits_folded[n] for n in set(in_folded))
         for _, _, _, literal, in_folded, _ in _PIPELINE
     )
-    # the scan reports the longest substring starting at a position: it stands for the shorter
-    # ones it starts with too ("euro" is also "eur")
-    for needle in bits_folded:
-        for shorter in bits_folded:
-            if needle != shorter and needle.startswith(shorter):
-                bits_folded[needle] |= bits_folded[shorter]
     return bits_original, bits_folded, digit, masks
 
 
 _BITS_ORIGINAL, _BITS_FOLDED, _DIGIT_BIT, _MASKS = _trigger_tables()
-_TRIGGER_CHARS = frozenset(n for n in _BITS_ORIGINAL if len(n) == 1)
+#: (character, bit): each looked for with ``in`` (a search in C), not by walking the text's characters
+_TRIGGER_CHARS = tuple((n, bit) for n, bit in _BITS_ORIGINAL.items() if len(n) == 1)
 _LONG_TRIGGERS = tuple((n, bit) for n, bit in _BITS_ORIGINAL.items() if len(n) > 1)  # "://"
-_FOLDED_TRIGGER_RE = re.compile("|".join(re.escape(n) for n in sorted(_BITS_FOLDED, key=len, reverse=True)))
+#: (substring of the case-folded text, bit), each looked for with ``in``
+_FOLDED_TRIGGERS = tuple(_BITS_FOLDED.items())
 _PLANS: dict[int, _Plan] = {}
 #: texts up to this long are checked by trigger set; longer ones pattern by pattern, where each
 #: check stops at its first hit (a long text can hold thousands of trigger substrings)
@@ -390,17 +419,16 @@ _TRIGGER_TEXT = 4_096
 
 def _triggers(original: str) -> int:
     present = _DIGIT_BIT if _DIGIT_RE.search(original) is not None else 0
-    for char in _TRIGGER_CHARS.intersection(original):
-        present |= _BITS_ORIGINAL[char]
+    for char, bit in _TRIGGER_CHARS:
+        if char in original:
+            present |= bit
     for needle, bit in _LONG_TRIGGERS:
         if needle in original:
             present |= bit
     folded = original.casefold()
-    search = _FOLDED_TRIGGER_RE.search
-    found = search(folded)
-    while found is not None:
-        present |= _BITS_FOLDED[found.group()]
-        found = search(folded, found.start() + 1)
+    for needle, bit in _FOLDED_TRIGGERS:
+        if needle in folded:
+            present |= bit
     return present
 
 
@@ -502,12 +530,6 @@ _NUMERIC_KINDS = frozenset({"number", "year", "money", "percentage"})
 _TEXT_KINDS = frozenset({"identifier", "email", "url"})
 
 
-def _dimension_of(fact: Fact) -> str | None:
-    """What a number measures, as far as its text says: its unit, or its kind (money, a year, a
-    percentage); None for a bare number."""
-    return fact.unit if fact.kind == "number" else fact.kind
-
-
 class FactIndex:
     """Facts of some texts, indexed for "does this fact appear there" (normalised)."""
 
@@ -516,7 +538,6 @@ class FactIndex:
         #: value → the dimensions it was written with (a number's unit, or its kind: money, a
         #: year; None for a bare number), so that "55 year old" does not ground "55°F"
         self._dimensions: dict[float, set[str | None]] = {}
-        self.numeric: set[tuple[float, int]] = set()
         #: finite numbers in order, for "a number here rounds to the fact" (None: to be rebuilt)
         self._sorted: list[float] | None = None
         #: decimals as written → the values written with that many
@@ -530,6 +551,8 @@ class FactIndex:
         self.ambiguous_times_mod12: set[int] = set()
         self.strings: set[str] = set()
         self._kinds: set[Kind] = set()
+        #: the texts added, in their examined part, and (``_in_blob``) as many of them case-folded
+        self._blob_texts: list[str] = []
         self._blob_parts: list[str] = []
         self._texts: set[str] = set()
         self._cut = 0  # texts added that were longer than what is examined
@@ -560,7 +583,7 @@ class FactIndex:
             elif facts:
                 self._pending_facts.append(facts)
             # only the part the facts came from: substring look-ups stay bounded per text
-            self._blob_parts.append(text[:_MAX_TEXT].casefold())
+            self._blob_texts.append(text[:_MAX_TEXT])
 
     def defer(self, facts: Iterable[Fact]) -> None:
         """``add`` when a look-up first needs them."""
@@ -593,40 +616,61 @@ class FactIndex:
         return self._cut
 
     def add(self, facts: Iterable[Fact]) -> None:
+        # every fact of a run's results passes here: the sets are looked up once per call, and a
+        # value's set of dimensions is made only for a new value
+        kinds, numbers, dimensions, by_decimals = self._kinds, self.numbers, self._dimensions, self._by_decimals
         for fact in facts:
-            self._kinds.add((fact.kind, fact.unit if fact.kind == "number" else None))
-            if fact.kind in _NUMERIC_KINDS:
-                if fact.value not in self.numbers:
-                    self.numbers.add(fact.value)
+            kind, value = fact.kind, fact.value
+            if kind in _NUMERIC_KINDS:
+                unit = fact.unit if kind == "number" else None
+                kinds.add((kind, unit))
+                if value not in numbers:
+                    numbers.add(value)
                     self._sorted = None
-                self._dimensions.setdefault(fact.value, set()).add(_dimension_of(fact))
-                self.numeric.add((fact.value, fact.decimals))
-                self._by_decimals.setdefault(fact.decimals, set()).add(fact.value)
-                if fact.kind == "percentage":
-                    self.percentages.add(fact.value)
-            elif fact.kind == "date":
-                for y, m, d in fact.alternatives or (fact.value,):
+                written = dimensions.get(value)
+                if written is None:
+                    written = dimensions[value] = set()
+                # what the number measures, as far as its text says: its unit, or its kind (money,
+                # a year, a percentage); None for a bare number
+                written.add(unit if kind == "number" else kind)
+                same_decimals = by_decimals.get(fact.decimals)
+                if same_decimals is None:
+                    same_decimals = by_decimals[fact.decimals] = set()
+                same_decimals.add(value)
+                if kind == "percentage":
+                    self.percentages.add(value)
+                continue
+            kinds.add((kind, None))
+            if kind == "date":
+                for y, m, d in fact.alternatives or (value,):
                     self.dates.add((y, m, d))
                     self.month_days.add((m, d))
                     if y is not None:
                         self.years.add(y)
-            elif fact.kind == "time":
-                self.times.add(fact.value)
-                self.times_mod12.add(fact.value % 720)
+            elif kind == "time":
+                self.times.add(value)
+                self.times_mod12.add(value % 720)
                 if fact.ambiguous:
-                    self.ambiguous_times_mod12.add(fact.value % 720)
+                    self.ambiguous_times_mod12.add(value % 720)
             else:
-                self.strings.add(fact.value)
+                self.strings.add(value)
 
     def contains(self, fact: Fact, *, rounded_here: bool = False) -> bool:
         """Does the fact appear here? Numbers match as numbers; a number written here may be a
         rounding of the fact's (``rounded_here``: "68" here uses the fact 68.4) or, by default,
         the fact may be a rounding of a number here ("about 68" grounded by 68.4)."""
+        if fact.kind in _TEXT_KINDS:
+            # the facts first, then the blob (its case-folded texts are made when first searched):
+            # a text's ids, e-mails and URLs are parts of its blob, so its facts add none to it
+            if fact.value in self.strings:
+                return True
+            if self._pending_facts:
+                self._index_pending()  # the facts given, not the texts still to extract
+                if fact.value in self.strings:
+                    return True
+            return self._in_blob(fact.value)
         if self._contains(fact, rounded_here):
             return True
-        if fact.kind in _TEXT_KINDS and not self._pending_facts:
-            # a text's ids, e-mails and URLs are parts of its blob, which is searched already
-            return False
         while self._index_pending():
             if self._contains(fact, rounded_here):
                 return True
@@ -653,10 +697,13 @@ class FactIndex:
                 or (fact.ambiguous and mod in self.times_mod12)
                 or mod in self.ambiguous_times_mod12
             )
-        if fact.value in self.strings:
-            return True
-        # an id or address inside a longer token of a source (a URL path, a sentence) counts
-        return any(fact.value in part for part in self._blob_parts)
+        return fact.value in self.strings or self._in_blob(fact.value)
+
+    def _in_blob(self, value: str) -> bool:
+        """An id or address inside a longer token of a source (a URL path, a sentence) counts."""
+        if len(self._blob_parts) < len(self._blob_texts):
+            self._blob_parts.extend(text.casefold() for text in self._blob_texts[len(self._blob_parts):])
+        return any(value in part for part in self._blob_parts)
 
     def _same_dimension(self, value: float, dimension: str | None) -> bool:
         """A source number can be the fact's unless both were written with units of different

@@ -25,6 +25,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from itertools import repeat
 from typing import Any
 
@@ -61,7 +62,9 @@ _COUNT_KEY = re.compile(
     r"seat|count|quantity|qty|(?:^|_)num(?:ber)?s?(?:_|$)|number_of|passenger|people|guest|night|day|index|(?:^|_)id$",
     re.I,
 )
-_MAX_DEPTH = 50
+#: how deep result leaves are read (the root is at depth 0; a string holding JSON is one level
+#: above what it holds): one limit for the sources and the salient values, which share walks
+LEAF_DEPTH = 50
 _NEXT_DAY = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?\s?\+1\b")
 
 
@@ -69,7 +72,13 @@ class Sources:
     """The run's sources, indexed for ``supports``."""
 
     def __init__(self) -> None:
-        self.index = FactIndex()
+        #: the index of the sources' facts (``index``: with every text added so far)
+        self._index = FactIndex()
+        #: texts added and not yet given to the index (with their facts when known): an answer
+        #: that states no checkable fact never asks the index, so its texts never go there
+        self._queued: list[tuple[str, tuple[Fact, ...] | None]] = []
+        #: texts added that are longer than what is examined (``FactIndex.texts_cut``)
+        self._texts_cut = 0
         #: digit runs (3+ digits) found anywhere in the sources, ids included (of the texts
         #: in ``_unscanned`` once ``_scan`` read them)
         self._digit_runs: set[str] = set()
@@ -97,9 +106,6 @@ class Sources:
         self._texts: set[str] = set()
         #: number leaves indexed (indexing one again adds nothing)
         self._numbers: set[float] = set()
-        #: a string leaf's fact kinds and amounts, by its text (the same value recurs in the
-        #: history of every request)
-        self._leaf_facts: dict[str, tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]] = {}
         #: ``verdict`` of each fact asked about
         self._verdicts: dict[Fact, tuple[bool, bool]] = {}
         #: results added whole, by ``_shape``: (the value, own, leaves taken, the amounts
@@ -108,6 +114,11 @@ class Sources:
         self._added: dict[Any, list[tuple[Any, bool, int, list[float]]]] = {}
         #: the amounts given while a result is added (for ``_added``)
         self._given: list[float] | None = None
+        #: the leaves of the result ``_add_leaves`` walked last, when it walked all of them
+        self._walked: list[Leaf] | None = None
+        #: the leaves of each of the run's own results (``of``), None where not walked whole
+        #: here: what its salient values are read from, without a walk of their own
+        self.own_leaves: list[list[Leaf] | None] = []
 
     @classmethod
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
@@ -123,7 +134,7 @@ class Sources:
         for text in (trajectory.input, trajectory.system_instructions):
             sources.add_text(text)
         for call, value, ok in zip(calls, results, answered or repeat(False)):
-            sources.add_result(value, own=True)
+            sources.own_leaves.append(sources.add_result(value, own=True))
             for text in (call.result_raw, call.error):
                 sources.add_text(text)
             if ok:
@@ -146,7 +157,7 @@ class Sources:
                     sources.add_text(part.content_raw)
                     if part.tool_call_id in arguments and not part.is_error and _answered(part.content):
                         sources.add_text(arguments[part.tool_call_id])
-        sources.complete = sources.complete and not sources.index.texts_cut
+        sources.complete = sources.complete and not sources._texts_cut
         return sources
 
     def add_text(self, text: str | None, facts: tuple[Fact, ...] | None = None) -> None:
@@ -156,8 +167,19 @@ class Sources:
         if not text or text in self._texts:
             return
         self._texts.add(text)
-        self.index.add_text(text, lazily=True, facts=facts)
+        self._queued.append((text, facts))
+        if len(text) > MAX_TEXT:
+            self._texts_cut += 1
         self._unscanned.append(text)
+
+    @property
+    def index(self) -> FactIndex:
+        """The sources' facts, every text added so far among them (indexed lazily, ``add_text``)."""
+        if self._queued:
+            queued, self._queued = self._queued, []
+            for text, facts in queued:
+                self._index.add_text(text, lazily=True, facts=facts)
+        return self._index
 
     def _scan(self) -> None:
         """Read the texts added since the last scan for digit runs and next-day times."""
@@ -168,7 +190,8 @@ class Sources:
             if not self._overnight and "+1" in examined and _NEXT_DAY.search(examined):
                 self._overnight = True
 
-    def add_result(self, value: Any, *, own: bool) -> None:
+    def add_result(self, value: Any, *, own: bool) -> list[Leaf] | None:
+        """Index a result's leaves; they are returned when they were all walked now."""
         shape = _shape(value)
         earlier = self._added.get(shape, ()) if shape is not None else ()
         for known, known_own, taken, given in earlier:
@@ -178,7 +201,7 @@ class Sources:
                 self._budget -= taken
                 for amount in given:
                     self._add_amount(amount, own)
-                return
+                return None
         given = []
         self._given = given
         try:
@@ -187,79 +210,59 @@ class Sources:
             self._given = None
         if taken_now is not None and shape is not None:
             self._added.setdefault(shape, []).append((value, own, taken_now, given))
+        walked, self._walked = self._walked, None
+        return walked if taken_now is not None else None
 
     def _add_leaves(self, value: Any, own: bool) -> int | None:
         """``add_result``; how many leaves it took, or None when the budget ran out."""
         numbers: list[float] = []
-        taken = 0
-        # one leaf past the budget says that it ran out
-        for key, leaf in _leaves(value, max(self._budget, 0) + 1):
-            if self._budget <= 0:
-                self.complete = False
-                self._defer_numbers(numbers)
-                return None
-            self._budget -= 1
-            taken += 1
-            if key is not None:
+        texts = self._texts
+        result_kinds, own_kinds = self.result_kinds, self.own_kinds
+        # one leaf past the budget says that it ran out: the leaves before it are still taken
+        limit = max(self._budget, 0) + 1
+        leaves, totals = walk(value, limit)
+        ran_out = len(leaves) >= limit
+        self._walked = None if ran_out else leaves
+        if ran_out:
+            leaves = leaves[: limit - 1]
+        taken = len(leaves)
+        self._budget -= taken
+        for key, leaf in leaves:
+            if key is not None and key not in texts:
                 self.add_text(key)  # lenient: a date or a name can be a key
             if isinstance(leaf, str):
-                facts, kinds, amounts = self._leaf(leaf)
-                self.add_text(leaf, facts)
-                self.result_kinds.update(kinds)
-                if own:
-                    self.own_kinds.update(kinds)
+                facts, kinds, amounts = _short_leaf(leaf) if len(leaf) <= _MAX_CACHED_LEAF else _leaf_of(leaf)
+                if leaf not in texts:
+                    self.add_text(leaf, facts)
+                if kinds:
+                    result_kinds.update(kinds)
+                    if own:
+                        own_kinds.update(kinds)
                 for amount in amounts:
                     self._add_amount(amount, own)
                 continue
-            if leaf not in self._numbers:
-                self._numbers.add(leaf)
-                numbers.append(leaf)
-                if leaf.is_integer():
-                    self._digit_runs.add(str(int(abs(leaf))))
-            self.result_kinds.add(_NUMBER_KIND)
+            number = float(leaf)
+            if number not in self._numbers:
+                self._numbers.add(number)
+                numbers.append(number)
+                if number.is_integer():
+                    self._digit_runs.add(str(int(abs(number))))
+            result_kinds.add(_NUMBER_KIND)
             if own:
-                self.own_kinds.add(_NUMBER_KIND)
-            if not _is_count(key, leaf):
-                self._add_amount(leaf, own)
+                own_kinds.add(_NUMBER_KIND)
+            if not _is_count(key, number):
+                self._add_amount(number, own)
         self._defer_numbers(numbers)
-        if isinstance(value, (dict, list)):
-            self._add_column_totals(value, own)
+        if ran_out:
+            self.complete = False
+            return None
+        for total in totals:  # a list's column totals (``walk``: none in a tuple or a string)
+            self._add_amount(total, own)
         return taken
 
     def _defer_numbers(self, numbers: list[float]) -> None:
         if numbers:
-            self.index.defer(map(number_fact, numbers))
-
-    def _leaf(self, leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
-        """A string leaf's facts, their kinds, and the amounts written in it ("total price is 375"
-        adds up like a JSON number)."""
-        known = self._leaf_facts.get(leaf)
-        if known is None:
-            facts = facts_of(leaf) if leaf else ()
-            amounts = tuple(fact.value for fact in facts if fact.kind in ("money", "number")
-                            and fact.unit in _AMOUNT_UNITS and not fact.minor)
-            known = self._leaf_facts[leaf] = (facts, kinds_of(facts), amounts)
-        return known
-
-    def _add_column_totals(self, value: Any, own: bool, depth: int = 0) -> None:
-        """The total of each numeric field over a list of records (the price of every flight of
-        a reservation adds up to its fare): one amount per list and field."""
-        if depth > _MAX_DEPTH:
-            return
-        if isinstance(value, dict):
-            for item in value.values():
-                self._add_column_totals(item, own, depth + 1)
-        elif isinstance(value, list):
-            totals: dict[str, list[float]] = {}
-            for item in value:
-                if isinstance(item, dict):
-                    for key, leaf in item.items():
-                        if isinstance(leaf, (int, float)) and not isinstance(leaf, bool) and finite(leaf):
-                            totals.setdefault(str(key), []).append(float(leaf))
-                self._add_column_totals(item, own, depth + 1)
-            for key, numbers in totals.items():
-                if len(numbers) >= 2 and not _COUNT_KEY.search(key):
-                    self._add_amount(sum(numbers), own)
+            self._index.defer(map(_number_fact, numbers))  # looked up in any order: no need to flush the texts
 
     def _add_amount(self, value: float, own: bool) -> None:
         if self._given is not None:
@@ -432,39 +435,107 @@ def _with_value(fact: Fact, value: Any) -> Fact:
 def _is_count(key: str | None, value: float) -> bool:
     if isinstance(value, float) and not value.is_integer():
         return False
-    return abs(value) <= MINOR_INT_LIMIT or (key is not None and bool(_COUNT_KEY.search(key)))
+    return abs(value) <= MINOR_INT_LIMIT or (key is not None and _count_key(key))
 
 
-def _leaves(value: Any, limit: int) -> list[tuple[str | None, str | float]]:
+@lru_cache(maxsize=4096)
+def _count_key(key: str) -> bool:
+    """The key names a count (``_COUNT_KEY``); results repeat their keys in every record and run."""
+    return _COUNT_KEY.search(key) is not None
+
+
+#: a leaf's facts, their kinds and the amounts written in it, for leaves up to this long (the
+#: same short values recur in every request's history and across runs); longer ones are not
+#: cached here (``facts_of`` keeps a few of its own)
+_MAX_CACHED_LEAF = 4_096
+
+
+_cached_number_fact = lru_cache(maxsize=8192)(number_fact)
+
+
+def _number_fact(value: float) -> Fact:
+    """``number_fact``, cached: a result's numbers recur (prices, counts, codes). A zero is made
+    afresh: -0.0 would be answered as 0.0, which is written otherwise."""
+    return _cached_number_fact(value) if value else number_fact(value)
+
+
+def _leaf_of(leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float, ...]]:
+    """A string leaf's facts, their kinds, and the amounts written in it ("total price is 375"
+    adds up like a JSON number)."""
+    facts = facts_of(leaf) if leaf else ()
+    amounts = tuple(fact.value for fact in facts if fact.kind in ("money", "number")
+                    and fact.unit in _AMOUNT_UNITS and not fact.minor)
+    return facts, kinds_of(facts), amounts
+
+
+_short_leaf = lru_cache(maxsize=8192)(_leaf_of)
+
+
+#: what a string that holds JSON starts with, once stripped (``walk`` reads it as JSON)
+_JSON_OPENERS = ("{", "[")
+#: what ``walk`` gives: (the key the leaf sits under, the string or finite number as written)
+Leaf = tuple[str | None, str | int | float]
+
+
+def walk(value: Any, limit: int) -> tuple[list[Leaf], list[float]]:
     """The first ``limit`` (key, leaf) pairs for string and finite-number leaves, depth-first; a
-    string that holds JSON is read as JSON (only as far as the leaves taken reach)."""
-    out: list[tuple[str | None, str | float]] = []
-    _collect(value, None, 0, out, limit)
-    return out
+    string that holds JSON is read as JSON (only as far as the leaves taken reach). With them,
+    in one pass, the column totals (``_column_totals``) of the lists met, inner lists first;
+    complete only when fewer than ``limit`` leaves were taken."""
+    out: list[Leaf] = []
+    totals: list[float] = []
+    _collect(value, None, 0, out, limit, totals)
+    return out, totals
 
 
-def _collect(value: Any, key: str | None, depth: int, out: list[tuple[str | None, str | float]], limit: int) -> None:
-    if depth > _MAX_DEPTH or len(out) >= limit:
+def _collect(value: Any, key: str | None, depth: int, out: list[Leaf], limit: int, totals: list[float] | None) -> None:
+    """``walk``; ``totals`` None inside what has no column totals (tuples, JSON inside strings)."""
+    if depth > LEAF_DEPTH or len(out) >= limit:
         return
     if isinstance(value, dict):
         for k, item in value.items():
-            _collect(item, str(k), depth + 1, out, limit)
-    elif isinstance(value, (list, tuple)):
+            # a string that cannot hold JSON is taken here, without a call of its own (most are)
+            if type(item) is str and depth < LEAF_DEPTH and len(out) < limit:
+                first = item[:1]
+                if first not in _JSON_OPENERS and not first.isspace():
+                    out.append((str(k), item))
+                    continue
+            _collect(item, str(k), depth + 1, out, limit, totals)
+    elif isinstance(value, list):
         for item in value:
-            _collect(item, key, depth + 1, out, limit)
+            _collect(item, key, depth + 1, out, limit, totals)
+        if totals is not None:
+            _column_totals(value, totals)
+    elif isinstance(value, tuple):
+        for item in value:
+            _collect(item, key, depth + 1, out, limit, None)
     elif isinstance(value, str):
         text = value.strip()
-        if text[:1] in ("{", "[") and len(text) <= MAX_TEXT:
+        if text[:1] in _JSON_OPENERS and len(text) <= MAX_TEXT:
             try:
                 inner = json.loads(text)
             except (ValueError, RecursionError):
                 inner = None
             if isinstance(inner, (dict, list)):
-                _collect(inner, key, depth + 1, out, limit)
+                _collect(inner, key, depth + 1, out, limit, None)
                 return
         out.append((key, value))
     elif isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value):
-        out.append((key, float(value)))
+        out.append((key, value))
+
+
+def _column_totals(records: list[Any], totals: list[float]) -> None:
+    """The total of each numeric field over a list of records (the price of every flight of a
+    reservation adds up to its fare): one amount per field with two numbers or more."""
+    columns: dict[str, list[float]] = {}
+    for item in records:
+        if isinstance(item, dict):
+            for key, leaf in item.items():
+                if isinstance(leaf, (int, float)) and not isinstance(leaf, bool) and finite(leaf):
+                    columns.setdefault(str(key), []).append(float(leaf))
+    for key, numbers in columns.items():
+        if len(numbers) >= 2 and not _count_key(key):
+            totals.append(sum(numbers))
 
 
 def finite(value: int | float) -> bool:

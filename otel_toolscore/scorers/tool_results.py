@@ -61,13 +61,13 @@ from otel_toolscore.scorers._facts import (
     MAX_TEXT,
     Fact,
     FactIndex,
+    Kind,
     facts_of,
-    kind_of,
     kinds_of,
     number_fact,
     unique_facts,
 )
-from otel_toolscore.scorers._grounding import MAX_GROUNDING_VALUES, Sources, same_kind
+from otel_toolscore.scorers._grounding import LEAF_DEPTH, MAX_GROUNDING_VALUES, Leaf, Sources, same_kind
 from otel_toolscore.scorers._grounding import finite as _finite
 from otel_toolscore.scorers.base import (
     LABEL_FAIL,
@@ -101,7 +101,10 @@ _MIN_FUZZY_TOKENS = 3
 
 # --- text normalisation ---------------------------------------------------------------------
 
-_SEPARATORS = re.compile(r"[\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^]+|\.(?=\s|$)")
+_SEPARATOR_CHARS = r"\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^"
+# A run of separators, or a full stop that ends a sentence (``[SEP]+|\.(?=\s|$)``), written to
+# begin with one character class so that it is searched for in C: the first character decides.
+_SEPARATORS = re.compile(rf"[{_SEPARATOR_CHARS}.](?:(?<=\.)(?=\s|$)|(?<!\.)[{_SEPARATOR_CHARS}]*)")
 _TOKEN = re.compile(r"[a-z0-9°%$€£]+")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset(
@@ -181,6 +184,21 @@ _FOUND_RE = re.compile(
     r"|\bfound\s+\d+|\bresults?\s+(?:show|include)\b",
     re.I,
 )
+
+# Every match of ``_SUCCESS_RE`` holds "succe", "set" (of "all set") or one of the ``_DONE``
+# words (up to its optional letter: "cancel" of "cancell?ed"), so a text without any of them,
+# lower-cased, is not searched: most answers report findings, not actions. The characters that
+# re.I matches to an ASCII letter but ``lower`` does not turn into one (dotted and dotless i,
+# long s, the Kelvin sign) send a text to the search whatever it holds.
+_SUCCESS_WORDS = ("succe", "set", *(w[: w.index("?") - 1] if "?" in w else w for w in _DONE[3:-1].split("|")))
+_ODD_CASE = ("\u0130", "\u0131", "\u017f", "\u212a")
+
+
+def _may_claim_success(text: str) -> bool:
+    if not text.isascii() and any(map(text.__contains__, _ODD_CASE)):
+        return True
+    return any(map(text.lower().__contains__, _SUCCESS_WORDS))
+
 
 # --- result reading ---------------------------------------------------------------------------
 
@@ -308,7 +326,10 @@ def reports_success(value: Any) -> bool:
     status = value.get("status")
     if isinstance(status, str) and status.strip().lower() in _SUCCESS_STATUSES:
         return True
-    return any(value.get(flag) is True for flag in _SUCCESS_FLAGS)
+    for flag in _SUCCESS_FLAGS:
+        if value.get(flag) is True:
+            return True
+    return False
 
 
 # --- salient values -------------------------------------------------------------------------
@@ -322,42 +343,64 @@ class Salient:
     phrase: str  # normalised and padded; "" when only facts/tokens can match
     tokens: frozenset[str]  # content words for fuzzy matching (empty: exact phrase only)
     facts: tuple[Fact, ...]
+    #: what two values must share to count once (``salient_values``), and the kinds of the
+    #: facts: worked out once per value, which is cached and met again in every run
+    key: Any = field(default=None, compare=False, repr=False)
+    kinds: frozenset[Kind] = field(default=frozenset(), compare=False, repr=False)
+
+    @classmethod
+    def of(cls, text: str, phrase: str, tokens: frozenset[str], facts: tuple[Fact, ...]) -> Salient:
+        return cls(text, phrase, tokens, facts, (phrase, tokens, tuple(f.key for f in facts)), kinds_of(facts))
 
 
-def _leaves(value: Any, depth: int = 0) -> Iterator[Any]:
-    """Scalar leaves (values only, never keys), depth-first in document order."""
-    if depth > 50:
-        return
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item, depth + 1)
-    elif isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ("{", "[") and len(text) <= _MAX_PARSE:
-            try:
-                inner = json.loads(text)
-            except (ValueError, RecursionError):
-                inner = None
-            if isinstance(inner, (dict, list)):
-                yield from _leaves(inner, depth + 1)
-                return
-        yield value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if _finite(value):
-            yield value
+def _leaves(value: Any) -> Iterator[Any]:
+    """Scalar leaves (values only, never keys), depth-first in document order: the leaves of
+    ``_grounding.walk``, lazily (a result with a million values is read only as far as its
+    salient values are taken). One generator with a stack of iterators: a leaf is not passed up
+    through a generator per level."""
+    stack: list[tuple[Iterator[Any], int]] = [(iter((value,)), 0)]
+    while stack:
+        items, depth = stack[-1]  # the nodes at ``depth``, where the walk is in them
+        for item in items:
+            if isinstance(item, dict):
+                if depth < LEAF_DEPTH:
+                    stack.append((iter(item.values()), depth + 1))
+                    break
+            elif isinstance(item, (list, tuple)):
+                if depth < LEAF_DEPTH:
+                    stack.append((iter(item), depth + 1))
+                    break
+            elif isinstance(item, str):
+                text = item.strip()
+                if text[:1] in ("{", "[") and len(text) <= MAX_TEXT:
+                    try:
+                        inner = json.loads(text)
+                    except (ValueError, RecursionError):
+                        inner = None
+                    if isinstance(inner, (dict, list)):
+                        if depth < LEAF_DEPTH:
+                            stack.append((iter((inner,)), depth + 1))
+                            break
+                        continue
+                yield item
+            elif isinstance(item, (int, float)) and not isinstance(item, bool) and _finite(item):
+                yield item
+        else:
+            stack.pop()
 
 
-def salient_values(value: Any, limits: list[str] | None = None, what: str = "result") -> list[Salient]:
+def salient_values(value: Any, limits: list[str] | None = None, what: str = "result",
+                   leaves: list[Leaf] | None = None) -> list[Salient]:
     """The result's salient values, at most ``_MAX_SALIENT``; each leaf is read lazily, so a
-    result with a million sentences costs only the ones taken. Cuts are noted in ``limits``."""
-    found: dict[tuple[str, frozenset[str], tuple[Any, ...]], Salient] = {}
-    for leaf in _leaves(value):
-        for item in _salient_of_leaf(leaf, limits, what):
-            key = (item.phrase, item.tokens, tuple(f.key for f in item.facts))
-            found.setdefault(key, item)
+    result with a million sentences costs only the ones taken. Cuts are noted in ``limits``.
+    ``leaves``: all of the value's leaves, as the sources walked them (``Sources.own_leaves``)."""
+    found: dict[Any, Salient] = {}
+    for leaf in _leaves(value) if leaves is None else (leaf for _, leaf in leaves):
+        # ``_salient_of_leaf``, with a short string (the most common leaf) looked up here
+        items = (_salient_of_short(leaf) if type(leaf) is str and len(leaf) <= _MAX_CACHED_PHRASE
+                 else _salient_of_leaf(leaf, limits, what))
+        for item in items:
+            found.setdefault(item.key, item)
             if len(found) >= _MAX_SALIENT:
                 if limits is not None:
                     limits.append(f"{what}: only the first {_MAX_SALIENT} distinct values were compared")
@@ -366,11 +409,15 @@ def salient_values(value: Any, limits: list[str] | None = None, what: str = "res
 
 
 def _salient_of_leaf(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterable[Salient]:
-    # Short values recur (a status, a city, a fare class), in a run's results and across runs;
-    # they are never cut, so nothing is noted in ``limits``. Salient values are never changed.
-    if isinstance(leaf, str) and len(leaf) <= _MAX_CACHED_PHRASE:
-        return _salient_of_short(leaf)
-    return _salient_of_value(leaf, limits, what)
+    # Short values recur (a status, a city, a fare class, a price), in a run's results and
+    # across runs; they are never cut, so nothing is noted in ``limits``. Salient values are
+    # never changed.
+    if isinstance(leaf, str):
+        if len(leaf) <= _MAX_CACHED_PHRASE:
+            return _salient_of_short(leaf)
+        return _salient_of_value(leaf, limits, what)
+    # a float zero is not cached: -0.0 would be answered as 0.0, which is written otherwise
+    return _salient_of_number(leaf) if leaf or isinstance(leaf, int) else _salient_of_value(leaf)
 
 
 @lru_cache(maxsize=8192)
@@ -378,10 +425,16 @@ def _salient_of_short(leaf: str) -> tuple[Salient, ...]:
     return tuple(_salient_of_value(leaf))
 
 
+#: typed: 65 and 65.0 are written differently ("65", "65.0")
+@lru_cache(maxsize=4096, typed=True)
+def _salient_of_number(leaf: float) -> tuple[Salient, ...]:
+    return tuple(_salient_of_value(leaf))
+
+
 def _salient_of_value(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterator[Salient]:
     if not isinstance(leaf, str):
         fact = number_fact(float(leaf))
-        yield Salient(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))
+        yield Salient.of(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))
         return
     text = _examined(leaf, what, limits).strip()
     if not any(ch.isalnum() for ch in text):
@@ -396,33 +449,39 @@ def _salient_of_value(leaf: Any, limits: list[str] | None = None, what: str = "r
         # word overlap only for values with enough words: "partly cloudy" must match exactly,
         # or "partly sunny" would count as using it
         fuzzy = tokens if len(tokens) >= _MIN_FUZZY_TOKENS else frozenset()
-        yield Salient(segment, phrase, fuzzy, facts_of(segment))
+        yield Salient.of(segment, phrase, fuzzy, facts_of(segment))
 
 
 # --- the response -----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class Response:
-    text: str
-    phrase: str
-    tokens: frozenset[str]
-    facts: tuple[Fact, ...]  # unique, including minor numbers
-    index: FactIndex
-    claims_success: bool
-    claims_failure: bool
-    claims_found: bool
-    #: the facts it states that could be wrong in a checkable way (small counts are not)
-    claims: tuple[Fact, ...] = ()
-    #: claims nothing in the run's sources supports, of a kind the run's results hold (``ground``)
-    ungrounded: list[Fact] = field(default_factory=list)
-    #: ungrounded facts of a kind no result of the run's own calls holds (``attribute``)
-    orphans: list[Fact] = field(default_factory=list)
+    """The text a call's result is compared with. What only some checks ask (the claim
+    patterns, the content words, the index of its facts) is worked out when first asked: most
+    answers never need the failure pattern, nor the words of a result worth fuzzy matching."""
+
+    __slots__ = ("text", "phrase", "facts", "claims", "ungrounded", "orphans",
+                 "_tokens", "_index", "_success", "_failure", "_found")
+
+    def __init__(self, text: str, phrase: str, facts: tuple[Fact, ...], claims: tuple[Fact, ...]) -> None:
+        self.text = text
+        self.phrase = phrase
+        self.facts = facts  # unique, including minor numbers
+        #: the facts it states that could be wrong in a checkable way (small counts are not)
+        self.claims = claims
+        #: claims nothing in the run's sources supports, of a kind the run's results hold (``ground``)
+        self.ungrounded: list[Fact] = []
+        #: ungrounded facts of a kind no result of the run's own calls holds (``ground``)
+        self.orphans: list[Fact] = []
+        self._tokens: frozenset[str] | None = None
+        self._index: FactIndex | None = None
+        self._success: bool | None = None
+        self._failure: bool | None = None
+        self._found: bool | None = None
 
     @classmethod
     def of(cls, text: str, limits: list[str] | None = None) -> Response:
         text = _examined(text, "response", limits)
-        phrase = norm_phrase(text)
         facts = tuple(unique_facts(facts_of(text)))
         claims = [fact for fact in facts if not fact.minor]
         if len(claims) > _MAX_CLAIMS:
@@ -431,17 +490,37 @@ class Response:
                 limits.append(f"response: only the first {_MAX_CLAIMS} of its {len(claims)} facts were checked "
                               "for grounding")
             claims = claims[:_MAX_CLAIMS]
-        return cls(
-            text=text,
-            phrase=phrase,
-            tokens=content_tokens(phrase),
-            facts=facts,
-            index=FactIndex(facts),
-            claims_success=bool(_SUCCESS_RE.search(text)),
-            claims_failure=bool(_FAILURE_RE.search(text)),
-            claims_found=bool(_FOUND_RE.search(text)),
-            claims=tuple(claims),
-        )
+        return cls(text, norm_phrase(text), facts, tuple(claims))
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        if self._tokens is None:
+            self._tokens = content_tokens(self.phrase)
+        return self._tokens
+
+    @property
+    def index(self) -> FactIndex:
+        if self._index is None:
+            self._index = FactIndex(self.facts)
+        return self._index
+
+    @property
+    def claims_success(self) -> bool:
+        if self._success is None:
+            self._success = _may_claim_success(self.text) and _SUCCESS_RE.search(self.text) is not None
+        return self._success
+
+    @property
+    def claims_failure(self) -> bool:
+        if self._failure is None:
+            self._failure = _FAILURE_RE.search(self.text) is not None
+        return self._failure
+
+    @property
+    def claims_found(self) -> bool:
+        if self._found is None:
+            self._found = _FOUND_RE.search(self.text) is not None
+        return self._found
 
     def ground(self, sources: Sources | None, limits: list[str] | None = None) -> None:
         """Find the claims nothing supports (``sources`` None: the check is skipped)."""
@@ -539,10 +618,12 @@ class ToolResultVerification(Scorer):
             )
         final = final_response(trajectory, llms)
         results = [structured_result(call) for call in calls]
-        answered = [not malformed and not is_empty(value) and error_of(call, value) is None
-                    and not reports_failure(value) for call, (value, malformed) in zip(calls, results)]
-        sources = Sources.of(trajectory, calls, [value for value, _ in results], answered)
-        outcomes = _Outcomes(calls, [value for value, _ in results])
+        values = [value for value, _ in results]
+        errors = [error_of(call, value) for call, value in zip(calls, values)]
+        answered = [not malformed and error is None and not is_empty(value) and not reports_failure(value)
+                    for (value, malformed), error in zip(results, errors)]
+        sources = Sources.of(trajectory, calls, values, answered)
+        outcomes = _Outcomes(calls, values, errors)
         responses: dict[str, Response] = {}
         reports = []
         #: where a cap on what is examined was reached (10 MB results, huge answers)
@@ -566,7 +647,9 @@ class ToolResultVerification(Scorer):
             # a fact of a kind no call of this run returned (restated from an earlier turn's
             # results) is still flagged: on the last call before the answer
             orphans = i == len(calls) - 1
-            reports.append(self._check_call(call, results[i], response, outcomes, i, ends_run, limits, orphans))
+            leaves = sources.own_leaves[i] if i < len(sources.own_leaves) else None
+            reports.append(self._check_call(call, results[i], errors[i], response, outcomes, i, ends_run, limits,
+                                            orphans, leaves))
         final_response_ = responses.get(self._response_text(final, llms, llm_positions, max(call_positions)))
         return self._summarise(
             reports, any(r.available for r in responses.values()), list(dict.fromkeys(limits)),
@@ -592,14 +675,16 @@ class ToolResultVerification(Scorer):
     # one call ---------------------------------------------------------------------------------
 
     def _check_call(
-        self, call: ToolCall, result: tuple[Any, bool], response: Response, outcomes: _Outcomes, i: int,
-        ends_run: bool, limits: list[str] | None = None, orphans: bool = False,
+        self, call: ToolCall, result: tuple[Any, bool], error: str | None, response: Response, outcomes: _Outcomes,
+        i: int, ends_run: bool, limits: list[str] | None = None, orphans: bool = False,
+        leaves: list[Leaf] | None = None,
     ) -> VerifiedCall:
+        """``error``: ``error_of(call, value)``, which the run worked out for every call; ``leaves``:
+        the value's leaves when the sources walked them all."""
         issues: list[Issue] = []
         what = f"result of call {call.id or call.name or '?'}"
         value, malformed = result
         has_result = _has_result(call)
-        error = error_of(call, value)
         no_output = call.name in self.no_output_tools
         salient: list[Salient] = []
         if error is not None:
@@ -624,18 +709,22 @@ class ToolResultVerification(Scorer):
                     Issue("empty_result", "low", "the tool returned an empty result", actual=small_json(value))
                 )
         else:
-            salient = salient_values(value, limits, what)
+            salient = salient_values(value, limits, what, leaves)
 
-        # only "does the result hold facts of this kind" is asked of the result's facts
-        result_kinds = {kind_of(fact) for item in salient for fact in item.facts}
+        # only "does the result hold facts of this kind" is asked of the result's facts, and
+        # only of a response with ungrounded facts (the salient values' kinds are added then)
+        result_kinds: set[Kind] = set()
         if isinstance(value, str) and malformed:
             result_kinds.update(kinds_of(facts_of(_examined(value, what, limits))))
         hallucination_score = 0.0
         ungrounded: list[Fact] = []
         integrated = False
         if response.available and (has_result or error is not None):
-            ungrounded = [fact for fact in response.ungrounded
-                          if _same_kind(result_kinds, fact) or (orphans and fact in response.orphans)]
+            if response.ungrounded:
+                for item in salient:
+                    result_kinds.update(item.kinds)
+                ungrounded = [fact for fact in response.ungrounded
+                              if _same_kind(result_kinds, fact) or (orphans and fact in response.orphans)]
             hallucination_score = round(len(ungrounded) / len(response.claims), 2) if response.claims else 0.0
             contradiction = _contradiction(call, value, error, response, outcomes, i)
             if contradiction:
@@ -665,9 +754,9 @@ class ToolResultVerification(Scorer):
                     evidence={"fact": first.text, "sentence": clip(response.sentence_of(first), 300)},
                 )
             )
-        severities = [issue.severity for issue in issues]
-        return VerifiedCall.of(
-            call, i, score=penalised_score(severities, SEVERITY_WEIGHTS), issues=tuple(issues),
+        score = penalised_score([issue.severity for issue in issues], SEVERITY_WEIGHTS) if issues else 1.0
+        return VerifiedCall(
+            index=i, call_id=call.id, name=call.name, span_id=call.span_id, score=score, issues=tuple(issues),
             hallucinated=hallucinated, hallucination_score=hallucination_score, integrated=integrated,
             ungrounded_facts=tuple(fact.text for fact in ungrounded),
         )
@@ -767,14 +856,29 @@ _STATE_KEYS = ("status", "state")
 
 
 class _Outcomes:
-    """How each of the run's calls turned out, for "was this failure superseded"."""
+    """How each of the run's calls turned out, for "was this failure superseded". Asked only
+    when a response claims an outcome, so worked out when first asked."""
 
-    def __init__(self, calls: list[ToolCall], values: list[Any]) -> None:
+    def __init__(self, calls: list[ToolCall], values: list[Any], errors: list[str | None]) -> None:
         self.names = [call.name for call in calls]
-        self.failed = [error_of(call, value) is not None or reports_not_found(value) or reports_failure(value)
-                       for call, value in zip(calls, values)]
-        #: the last call whose result reports a state: the state the answer describes
-        self.last_stateful = max((i for i, v in enumerate(values) if _state_of(v) is not None), default=-1)
+        self._values = values
+        self._errors = errors
+        self._failed: list[bool] | None = None
+        self._last_stateful: int | None = None
+
+    @property
+    def failed(self) -> list[bool]:
+        if self._failed is None:
+            self._failed = [error is not None or reports_not_found(value) or reports_failure(value)
+                            for value, error in zip(self._values, self._errors)]
+        return self._failed
+
+    @property
+    def last_stateful(self) -> int:
+        """The last call whose result reports a state: the state the answer describes."""
+        if self._last_stateful is None:
+            self._last_stateful = max((i for i, v in enumerate(self._values) if _state_of(v) is not None), default=-1)
+        return self._last_stateful
 
     def retried_ok(self, i: int) -> bool:
         """A later call of the same tool succeeded: the answer reports the retry."""

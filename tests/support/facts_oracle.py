@@ -1,0 +1,32 @@
+"""The fact patterns of ``scorers._facts`` (and ``tool_results``' separators) that are written
+for a fast search, in their plain form: a look-behind first, the units as one alternation. Kept
+as the oracle the fast forms must agree with, match for match and group for group."""
+
+from __future__ import annotations
+
+import re
+
+from otel_toolscore.scorers._facts import _CURRENCY_CODES, _NUM, _SCALE, _UNITS
+
+_NUM_START = r"(?<![\w.,/])"  # not inside a word, a decimal, a list like 1,2 or a path
+_UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+
+NUMBER_RE = re.compile(
+    rf"{_NUM_START}(?P<num>{_NUM}){_SCALE}"
+    rf"(?:\s?(?P<unit>°\s?[fc]\b|º\s?[fc]\b|(?:{_UNIT_ALT})(?![\w/])|[fc](?![\w]))"
+    rf"(?:\s(?P<scale2>fahrenheit|celsius)\b)?)?",
+    re.I,
+)
+PERCENT_RE = re.compile(rf"{_NUM_START}(?P<num>{_NUM})\s?(?:%|percent\b|per\s?cent\b|pct\b)", re.I)
+MONEY_SUFFIX_RE = re.compile(
+    rf"{_NUM_START}(?P<num>{_NUM}){_SCALE}\s?(?P<cur>{_CURRENCY_CODES}|dollars?|euros?|cents?|bucks)\b",
+    re.I,
+)
+MONEY_PREFIX_RE = re.compile(rf"(?P<cur>US\$|C\$|A\$|\$|€|£|¥|₹)\s?(?P<num>{_NUM}){_SCALE}", re.I)
+CLOCK_RE = re.compile(
+    r"(?<![\d:.])(?P<h>\d{1,2}):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?"
+    r"(?:\s?(?P<ap>[ap])\.?\s?m\b\.?)?(?![\d:])",
+    re.I,
+)
+IDENT_CAPS_RE = re.compile(r"(?<![\w-])[A-Z]{2,}\d{3,}[A-Z0-9]*(?![\w-])")
+SEPARATORS = re.compile(r"[\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^]+|\.(?=\s|$)")
