@@ -34,6 +34,9 @@ from otel_toolscore.conventions import (
 from otel_toolscore.conventions._unread import note_unused_content
 from otel_toolscore.conventions.base import Attributes, Convention, Role, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
+    LONG_TEXT as _LONG_TEXT,
+)
+from otel_toolscore.conventions.parsing import (
     as_text,
     clean_strings,
     collect_unread,
@@ -284,8 +287,10 @@ def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], attrs: Attri
 def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
     for value in values:
         if type(value) is str:
-            # (most texts: ASCII without an escape, told in C without a call)
-            if (not value.isascii() or "\\u" in value) and text_may_hold_surrogates(value):
+            # (most texts: ASCII without an escape, told in C without a call; a long one, a
+            # history that extends one read before, is searched only in what it adds)
+            if (len(value) >= _LONG_TEXT or not value.isascii() or "\\u" in value) \
+                    and text_may_hold_surrogates(value):
                 return True
         elif type(value) is tuple and any(type(v) is str and may_hold_surrogates(v) for v in value):
             return True

@@ -242,13 +242,13 @@ def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]]
 
 
 #: texts shorter than this are searched whole: asking the memo would cost more
-_LONG_TEXT = 1024
+LONG_TEXT = 1024
 
 
 def text_may_hold_surrogates(text: str) -> bool:
     """``may_hold_surrogates``; inside ``shared_memo``, a long text that extends an earlier one
     found clean (a growing chat history) is searched only in what it adds."""
-    if len(text) < _LONG_TEXT:
+    if len(text) < LONG_TEXT:
         # most texts are ASCII and an ASCII text can only hold escapes of surrogates, which all
         # begin so: C-level checks rule nearly all of them out without a call
         return (not text.isascii() or "\\u" in text and ("\\ud" in text or "\\uD" in text)) \
@@ -942,8 +942,17 @@ def _echoed_call(item: Any) -> ToolCallRequest | None:
 
 def system_from_messages(messages: list[Message]) -> str | None:
     """System prompt carried as ``system``/``developer`` messages."""
-    texts = [m.content for m in messages if m.role in ("system", "developer") and m.content]
+    memo = _memo.current()
+    texts = memo.derived(messages, _system_texts) if memo is not None else None
+    if texts is None:
+        texts = _system_texts(messages)
     return "\n".join(texts) if texts else None
+
+
+def _system_texts(messages: list[Message]) -> tuple[str, ...]:
+    # (a message's role and content, once read, are changed only for tool calls and results:
+    # ``read_text_tool_messages``, ``_repr_tool_calls``; see ``ReadMemo.derived``)
+    return tuple(m.content for m in messages if m.role in ("system", "developer") and m.content)
 
 
 def opt_str(v: Any) -> str | None:
