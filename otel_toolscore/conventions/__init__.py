@@ -182,9 +182,10 @@ def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
     linear in its size; the facts are the ones ``read_span`` gives for each span alone."""
     unread: list[tuple[Any, str]] = []
     token = collect_unread(unread)  # once for the trace: each span takes what it left unread
+    ids: dict[int, str] = {}  # each id formatted once: a parent's is every child's parent_id
     try:
         with shared_memo():
-            return [read_span(s, i) for i, s in enumerate(spans)]
+            return [_read(s, i, ids) for i, s in enumerate(spans)]
     finally:
         stop_collecting(token)
 
@@ -198,13 +199,25 @@ def _service_name(span: ReadableSpan) -> str | None:
 
 def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     """Read one span with every convention. Never raises: a reader failure is a recorded problem."""
+    return _read(span, order, {})
+
+
+def _hex_id(span_id: int, ids: dict[int, str]) -> str:
+    text = ids.get(span_id)
+    if text is None:
+        text = ids[span_id] = f"{span_id:016x}"
+    return text
+
+
+def _read(span: ReadableSpan, order: int, ids: dict[int, str]) -> SpanFacts:
+    """``read_span``, with the ids formatted so far in the span's trace."""
     ctx = span.context
     parent = span.parent
     name = span.name or ""
     start = span.start_time or 0
     facts = SpanFacts(
-        span_id=f"{ctx.span_id:016x}" if ctx is not None else f"#{order}",
-        parent_id=f"{parent.span_id:016x}" if parent is not None else None,
+        span_id=_hex_id(ctx.span_id, ids) if ctx is not None else f"#{order}",
+        parent_id=_hex_id(parent.span_id, ids) if parent is not None else None,
         name=name,
         start=start,
         end=span.end_time or start,
@@ -254,7 +267,9 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
         note_unused_content(span, attrs, facts)
     if role == "agent":  # only run spans need it (reports show which app a run came from)
         facts.service_name = _service_name(span)
-    _read_failure(span, events, facts)
+    # (most spans: no event, no tool, no ERROR status: no failure to look for)
+    if events or facts.tool is not None or (span.status is not None and span.status.status_code is StatusCode.ERROR):
+        _read_failure(span, events, facts)
     for key in keys.expectations:
         facts.expectations[key] = attrs[key]
     # A span no reader recognised gives the run only its name (in problems): look at that alone.
