@@ -268,17 +268,18 @@ def _read(span: ReadableSpan, order: int, ids: dict[int, str]) -> SpanFacts:
     if role == "agent":  # only run spans need it (reports show which app a run came from)
         facts.service_name = _service_name(span)
     # (most spans: no event, no tool, no ERROR status: no failure to look for)
-    if events or facts.tool is not None or (span.status is not None and span.status.status_code is StatusCode.ERROR):
-        _read_failure(span, events, facts)
+    status = span.status
+    if events or facts.tool is not None or (status is not None and status.status_code is StatusCode.ERROR):
+        _read_failure(span, events, status, facts)
     for key in keys.expectations:
         facts.expectations[key] = attrs[key]
     # A span no reader recognised gives the run only its name (in problems): look at that alone.
-    if _may_hold_surrogates(span, events, attrs, keys) if facts.conventions else may_hold_surrogates(name):
+    if _may_hold_surrogates(span, events, status, attrs, keys) if facts.conventions else may_hold_surrogates(name):
         clean_strings(facts)
     return facts
 
 
-def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], attrs: Attributes, keys: _Keys) -> bool:
+def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], status: Any, attrs: Attributes, keys: _Keys) -> bool:
     """Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
     Rare; when so, what was read is cleaned rather than every reader guarding its output.
     Most texts are ASCII without a ``\\u`` escape, which two C-level checks tell."""
@@ -287,7 +288,6 @@ def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], attrs: Attri
     name = span.name or ""
     if not name.isascii() and may_hold_surrogates(name):
         return True
-    status = span.status
     if status is not None and status.description and may_hold_surrogates(status.description):
         return True
     for event in events:
@@ -312,7 +312,7 @@ def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
     return False
 
 
-def _read_failure(span: ReadableSpan, events: Sequence[Any], facts: SpanFacts) -> None:
+def _read_failure(span: ReadableSpan, events: Sequence[Any], status: Any, facts: SpanFacts) -> None:
     """A failed span: status ERROR, an ``exception`` event, or (tools) a result whose envelope
     flags an error (``read_result``) or an error payload. The span's own failure says most."""
     error: Any = None
@@ -322,7 +322,6 @@ def _read_failure(span: ReadableSpan, events: Sequence[Any], facts: SpanFacts) -
             etype, emsg = ev.get(sc.EXCEPTION_TYPE), ev.get(sc.EXCEPTION_MESSAGE)
             error = ": ".join(str(x) for x in (etype, emsg) if x) or "exception"
             break
-    status = span.status
     if error is None and status is not None and status.status_code is StatusCode.ERROR:
         error = status.description or (span.attributes or {}).get(sc.ERROR_TYPE) or "error"
     if error is not None:

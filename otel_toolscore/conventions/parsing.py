@@ -942,11 +942,15 @@ def _echoed_call(item: Any) -> ToolCallRequest | None:
 
 def system_from_messages(messages: list[Message]) -> str | None:
     """System prompt carried as ``system``/``developer`` messages."""
-    memo = _memo.current()
+    # (a short list is searched at once: asking the memo would cost more)
+    memo = _memo.current() if len(messages) > _FEW_MESSAGES else None
     texts = memo.derived(messages, _system_texts) if memo is not None else None
     if texts is None:
         texts = _system_texts(messages)
     return "\n".join(texts) if texts else None
+
+
+_FEW_MESSAGES = 16
 
 
 def _system_texts(messages: list[Message]) -> tuple[str, ...]:
