@@ -731,12 +731,36 @@ def _apply_parts(msg: Message, parts: list[Any]) -> None:
             if isinstance(t, str):
                 texts.append(t)
         elif kind == _CALL_PART:
-            req = tool_call_from(part)
+            req = _plain_call(part) if part.keys() <= _PLAIN_CALL_KEYS else tool_call_from(part)
             if req is not None:
                 msg.tool_calls.append(req)
         elif kind == _RESULT_PART:
-            msg.tool_results.append(_tool_result_part(part))
+            msg.tool_results.append(
+                _plain_result(part) if part.keys() <= _PLAIN_RESULT_KEYS else _tool_result_part(part))
     msg.content = "\n".join(texts) if texts else None
+
+
+# The GenAI semconv's parts, which every history repeats: with only these keys, none of the
+# other spellings ``tool_call_from`` and ``_tool_result_part`` look for can be there.
+_PLAIN_CALL_KEYS = frozenset({"type", "id", "name", "arguments"})
+_PLAIN_RESULT_KEYS = frozenset({"type", "id", "response"})
+
+
+def _plain_call(part: Mapping[str, Any]) -> ToolCallRequest | None:
+    """``tool_call_from(part)`` for a part with only ``_PLAIN_CALL_KEYS``."""
+    name, call_id = part.get("name"), part.get("id")
+    if not name or not call_id:
+        return tool_call_from(part)
+    parsed, raw, _problem = parse_arguments(part.get("arguments"))
+    return ToolCallRequest(id=str(call_id), name=str(name), arguments=parsed, arguments_raw=raw)
+
+
+def _plain_result(part: Mapping[str, Any]) -> ToolResultPart:
+    """``_tool_result_part(part)`` for a part with only ``_PLAIN_RESULT_KEYS`` (no flag of its own)."""
+    read = read_result(part.get("response"))
+    call_id = part.get("id")
+    return ToolResultPart(tool_call_id=str(call_id) if call_id else None, name=None, content=read.value,
+                          content_raw=read.raw, is_error=read.error is not None)
 
 
 # --- content blocks keyed by their kind (Bedrock Converse, Gemini) ------------------------------
