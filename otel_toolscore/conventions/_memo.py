@@ -49,8 +49,8 @@ class ReadMemo:
         self._extends: dict[int, tuple[str, str]] = {}
         #: id(text) → a long text found to hold no surrogate, raw or escaped
         self._clean: dict[int, str] = {}
-        #: id(list) → (a list ``json_list`` gave, the list read it copies), for ``derived``
-        self._given: dict[int, tuple[list[Any], _Listed]] = {}
+        #: the list read last for each key, whose copy ``json_list`` gave last (for ``derived``)
+        self._given: dict[str, _Listed] = {}
 
     def may_hold_surrogates(self, text: str) -> bool:
         """``may_hold_surrogates(text)``; a text that extends one found clean is searched only
@@ -128,7 +128,7 @@ class ReadMemo:
         # shorter ones before it are then not compared (a comparison costs their length)
         for prev in reversed(seen):
             if prev.text == text:
-                return self._give(prev)
+                return self._give(key, prev)
             if len(prev.text) < len(text) and (best is None or len(prev.text) > len(best.text)) \
                     and text.startswith(prev.open):
                 best = prev
@@ -140,7 +140,7 @@ class ReadMemo:
                 self._clean[id(best.text)] = best.text  # (only texts without surrogates are kept)
                 if best.text == text:
                     seen.append(best)
-                    return self._give(best)
+                    return self._give(key, best)
         found = unread_so_far()
         noted = len(found) if found is not None else 0
         items: list[Any] | None = None
@@ -176,12 +176,12 @@ class ReadMemo:
         if len(seen) > _MEMO_LISTS:
             del seen[0]
         self._last[key] = (convert, listed)
-        return self._give(listed)
+        return self._give(key, listed)
 
-    def _give(self, listed: _Listed) -> list[Any]:
+    def _give(self, key: str, listed: _Listed) -> list[Any]:
         """A copy of the list's items for a reader (who may change the copy, not the items)."""
-        out = list(listed.items)
-        self._given[id(out)] = (out, listed)
+        out = listed.given = list(listed.items)
+        self._given[key] = listed
         return out
 
     def derived(self, items: list[Any], derive: Callable[[list[Any]], tuple[Any, ...]]) -> tuple[Any, ...] | None:
@@ -190,14 +190,13 @@ class ReadMemo:
         system prompt would otherwise be searched for in the whole history by every LLM span.
         ``derive`` must map items one by one (``derive(a + b) == derive(a) + derive(b)``) and
         look only at what the readers never change in a converted item."""
-        given = self._given.get(id(items))
-        if given is None or given[0] is not items:
-            return None
-        listed = given[1]
-        # (a reader may have changed its copy: then it is not the list read)
-        if len(items) != len(listed.items) or (items and items[-1] is not listed.items[-1]):
-            return None
-        return listed.derived(derive)
+        for listed in self._given.values():
+            if listed.given is items:
+                # (a reader may have changed its copy: then it is not the list read)
+                if len(items) != len(listed.items) or (items and items[-1] is not listed.items[-1]):
+                    return None
+                return listed.derived(derive)
+        return None
 
     def keep_for_later_traces(self) -> None:
         """Each key's last list (a history: its longest), for the traces after this one."""
@@ -236,7 +235,7 @@ class _Listed:
     """A list text the memo has read (stripped, ``[`` … ``]``), its converted items, and the
     texts later lists are compared with, each cut once."""
 
-    __slots__ = ("_base", "_derived", "_inner", "_tail", "_without", "items", "open", "text")
+    __slots__ = ("_base", "_derived", "_inner", "_tail", "_without", "given", "items", "open", "text")
 
     def __init__(self, text: str, items: list[Any], base: _Listed | None = None) -> None:
         self.text = text
@@ -246,6 +245,8 @@ class _Listed:
         # which would keep every list of a long run.
         self._base = base if base is not None and base._derived is not None else None
         self._derived: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+        #: the copy of ``items`` a reader was given last (``ReadMemo.derived`` knows it by that)
+        self.given: list[Any] | None = None
         #: all but the closing ``]``: what a text that adds items starts with
         self.open = text[:-1]
         self._tail = self.open[-32:]
