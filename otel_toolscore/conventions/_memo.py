@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple, TypeVar
 
 from otel_toolscore import _fork
-from otel_toolscore.conventions._text import JSON_WS, json_value, may_hold_surrogates, unread_so_far
+from otel_toolscore.conventions._text import JSON_WS, json_value, lone_surrogate_escape, unread_so_far
 
 _T = TypeVar("_T")
 #: earlier lists remembered per attribute: parallel sub-agents interleave a few histories
@@ -57,12 +57,16 @@ class ReadMemo:
         where it differs: each LLM span's history repeats the one before it."""
         if self._clean.get(id(text)) is text:
             return False
-        rest = text
+        rest, start = text, 0
         extends = self._extends.get(id(text))
         if extends is not None and extends[0] is text and self._clean.get(id(extends[1])) is extends[1]:
-            # An escape ("\\ud…") is three characters: one outside the part shared with the
-            # clean text begins at most two before that part's end.
-            rest = text[max(len(extends[1]) - 4, 0) :]
+            # The text shares all but the clean one's last character with it. An escape of a
+            # lone half (six characters, and the four after a high half that would pair it, or
+            # the six before a low one) that begins more than ten before the shared part's end
+            # is all in that part, with what tells whether it is paired: the clean text would
+            # hold it too. One that begins later is searched for from there on.
+            start = max(len(extends[1]) - 1 - 10, 0)
+            rest = text[start:]
         if not rest.isascii():
             # a raw surrogate is one character: in the shared part, the clean text would hold it
             try:
@@ -70,7 +74,7 @@ class ReadMemo:
             except UnicodeEncodeError:
                 return True
         # (one two-character search rules out most texts; the three-character ones cost more)
-        if "\\u" in rest and ("\\ud" in rest or "\\uD" in rest) and may_hold_surrogates(text):
+        if "\\u" in rest and ("\\ud" in rest or "\\uD" in rest) and lone_surrogate_escape(text, start):
             return True
         self._clean[id(text)] = text
         return False
