@@ -307,8 +307,10 @@ def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
             if (len(value) >= _LONG_TEXT or not value.isascii() or "\\u" in value) \
                     and text_may_hold_surrogates(value):
                 return True
-        elif type(value) is tuple and any(type(v) is str and may_hold_surrogates(v) for v in value):
-            return True
+        elif type(value) is tuple:  # (a loop here: a generator per tuple costs more than the checks)
+            for v in value:
+                if type(v) is str and (not v.isascii() or "\\u" in v) and may_hold_surrogates(v):
+                    return True
     return False
 
 
