@@ -257,6 +257,26 @@ def test_a_growing_history_is_searched_for_surrogates_as_a_whole_text_is(turns: 
             assert p.text_may_hold_surrogates(text) == p.may_hold_surrogates(text)
 
 
+@settings(max_examples=100, deadline=None)
+@given(roles=st.lists(st.sampled_from(["system", "developer", "user", "assistant", "tool"]), min_size=1, max_size=60),
+       step=st.integers(min_value=1, max_value=9), change_copy=st.booleans())
+def test_a_growing_historys_system_prompt_is_the_one_the_whole_history_gives(
+        roles: list[str], step: int, change_copy: bool) -> None:
+    # each text extends the one before; the system prompt of a long one is worked out from what
+    # the list it extends gave and what it adds (ReadMemo.derived), or whole when a reader
+    # changed the list it was given
+    # (a short list is searched at once: the first 17 messages make every list a long one)
+    history = [{"role": role, "content": f"{role} {i}"} for i, role in enumerate(["system", *["user"] * 16, *roles])]
+    with p.shared_memo():
+        for n in range(17, len(history) + step, step):
+            messages = p.json_list_of(json.dumps(history[:n]), "in", _convert_messages)
+            assert messages is not None
+            if change_copy:
+                messages.append(p.message_from({"role": "system", "content": "added"}))
+            texts = [m.content for m in messages if m.role in ("system", "developer") and m.content]
+            assert p.system_from_messages(messages) == ("\n".join(texts) if texts else None)
+
+
 def _chat_span(trace_id: int, span_id: int, history: str, output: str = "[]") -> ReadableSpan:
     return ReadableSpan(name="chat m", context=SpanContext(trace_id, span_id, False, TraceFlags(1)),
                         attributes={"gen_ai.operation.name": "chat", "gen_ai.input.messages": history,

@@ -34,6 +34,9 @@ from otel_toolscore.conventions import (
 from otel_toolscore.conventions._unread import note_unused_content
 from otel_toolscore.conventions.base import Attributes, Convention, Role, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
+    LONG_TEXT as _LONG_TEXT,
+)
+from otel_toolscore.conventions.parsing import (
     as_text,
     clean_strings,
     collect_unread,
@@ -179,9 +182,10 @@ def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
     linear in its size; the facts are the ones ``read_span`` gives for each span alone."""
     unread: list[tuple[Any, str]] = []
     token = collect_unread(unread)  # once for the trace: each span takes what it left unread
+    ids: dict[int, str] = {}  # each id formatted once: a parent's is every child's parent_id
     try:
         with shared_memo():
-            return [read_span(s, i) for i, s in enumerate(spans)]
+            return [_read(s, i, ids) for i, s in enumerate(spans)]
     finally:
         stop_collecting(token)
 
@@ -195,13 +199,25 @@ def _service_name(span: ReadableSpan) -> str | None:
 
 def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     """Read one span with every convention. Never raises: a reader failure is a recorded problem."""
+    return _read(span, order, {})
+
+
+def _hex_id(span_id: int, ids: dict[int, str]) -> str:
+    text = ids.get(span_id)
+    if text is None:
+        text = ids[span_id] = f"{span_id:016x}"
+    return text
+
+
+def _read(span: ReadableSpan, order: int, ids: dict[int, str]) -> SpanFacts:
+    """``read_span``, with the ids formatted so far in the span's trace."""
     ctx = span.context
     parent = span.parent
     name = span.name or ""
     start = span.start_time or 0
     facts = SpanFacts(
-        span_id=f"{ctx.span_id:016x}" if ctx is not None else f"#{order}",
-        parent_id=f"{parent.span_id:016x}" if parent is not None else None,
+        span_id=_hex_id(ctx.span_id, ids) if ctx is not None else f"#{order}",
+        parent_id=_hex_id(parent.span_id, ids) if parent is not None else None,
         name=name,
         start=start,
         end=span.end_time or start,
@@ -251,16 +267,19 @@ def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
         note_unused_content(span, attrs, facts)
     if role == "agent":  # only run spans need it (reports show which app a run came from)
         facts.service_name = _service_name(span)
-    _read_failure(span, events, facts)
+    # (most spans: no event, no tool, no ERROR status: no failure to look for)
+    status = span.status
+    if events or facts.tool is not None or (status is not None and status.status_code is StatusCode.ERROR):
+        _read_failure(span, events, status, facts)
     for key in keys.expectations:
         facts.expectations[key] = attrs[key]
     # A span no reader recognised gives the run only its name (in problems): look at that alone.
-    if _may_hold_surrogates(span, events, attrs, keys) if facts.conventions else may_hold_surrogates(name):
+    if _may_hold_surrogates(span, events, status, attrs, keys) if facts.conventions else may_hold_surrogates(name):
         clean_strings(facts)
     return facts
 
 
-def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], attrs: Attributes, keys: _Keys) -> bool:
+def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], status: Any, attrs: Attributes, keys: _Keys) -> bool:
     """Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
     Rare; when so, what was read is cleaned rather than every reader guarding its output.
     Most texts are ASCII without a ``\\u`` escape, which two C-level checks tell."""
@@ -269,7 +288,6 @@ def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], attrs: Attri
     name = span.name or ""
     if not name.isascii() and may_hold_surrogates(name):
         return True
-    status = span.status
     if status is not None and status.description and may_hold_surrogates(status.description):
         return True
     for event in events:
@@ -284,15 +302,19 @@ def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], attrs: Attri
 def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
     for value in values:
         if type(value) is str:
-            # (most texts: ASCII without an escape, told in C without a call)
-            if (not value.isascii() or "\\u" in value) and text_may_hold_surrogates(value):
+            # (most texts: ASCII without an escape, told in C without a call; a long one, a
+            # history that extends one read before, is searched only in what it adds)
+            if (len(value) >= _LONG_TEXT or not value.isascii() or "\\u" in value) \
+                    and text_may_hold_surrogates(value):
                 return True
-        elif type(value) is tuple and any(type(v) is str and may_hold_surrogates(v) for v in value):
-            return True
+        elif type(value) is tuple:  # (a loop here: a generator per tuple costs more than the checks)
+            for v in value:
+                if type(v) is str and (not v.isascii() or "\\u" in v) and may_hold_surrogates(v):
+                    return True
     return False
 
 
-def _read_failure(span: ReadableSpan, events: Sequence[Any], facts: SpanFacts) -> None:
+def _read_failure(span: ReadableSpan, events: Sequence[Any], status: Any, facts: SpanFacts) -> None:
     """A failed span: status ERROR, an ``exception`` event, or (tools) a result whose envelope
     flags an error (``read_result``) or an error payload. The span's own failure says most."""
     error: Any = None
@@ -302,7 +324,6 @@ def _read_failure(span: ReadableSpan, events: Sequence[Any], facts: SpanFacts) -
             etype, emsg = ev.get(sc.EXCEPTION_TYPE), ev.get(sc.EXCEPTION_MESSAGE)
             error = ": ".join(str(x) for x in (etype, emsg) if x) or "exception"
             break
-    status = span.status
     if error is None and status is not None and status.status_code is StatusCode.ERROR:
         error = status.description or (span.attributes or {}).get(sc.ERROR_TYPE) or "error"
     if error is not None:

@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple, TypeVar
 
 from otel_toolscore import _fork
-from otel_toolscore.conventions._text import JSON_WS, json_value, may_hold_surrogates, unread_so_far
+from otel_toolscore.conventions._text import JSON_WS, json_value, lone_surrogate_escape, unread_so_far
 
 _T = TypeVar("_T")
 #: earlier lists remembered per attribute: parallel sub-agents interleave a few histories
@@ -36,7 +36,7 @@ class ReadMemo:
     what such a text gives in place) or reading it left a value unread (noted per span).
     """
 
-    __slots__ = ("_clean", "_extends", "_last", "_lists", "_values")
+    __slots__ = ("_clean", "_extends", "_given", "_last", "_lists", "_values")
 
     def __init__(self) -> None:
         self._lists: dict[str, list[_Listed]] = {}
@@ -49,25 +49,32 @@ class ReadMemo:
         self._extends: dict[int, tuple[str, str]] = {}
         #: id(text) → a long text found to hold no surrogate, raw or escaped
         self._clean: dict[int, str] = {}
+        #: the list read last for each key, whose copy ``json_list`` gave last (for ``derived``)
+        self._given: dict[str, _Listed] = {}
 
     def may_hold_surrogates(self, text: str) -> bool:
         """``may_hold_surrogates(text)``; a text that extends one found clean is searched only
         where it differs: each LLM span's history repeats the one before it."""
         if self._clean.get(id(text)) is text:
             return False
-        rest = text
+        rest, start = text, 0
         extends = self._extends.get(id(text))
         if extends is not None and extends[0] is text and self._clean.get(id(extends[1])) is extends[1]:
-            # An escape ("\\ud…") is three characters: one outside the part shared with the
-            # clean text begins at most two before that part's end.
-            rest = text[max(len(extends[1]) - 4, 0) :]
+            # The text shares all but the clean one's last character with it. An escape of a
+            # lone half (six characters, and the four after a high half that would pair it, or
+            # the six before a low one) that begins more than ten before the shared part's end
+            # is all in that part, with what tells whether it is paired: the clean text would
+            # hold it too. One that begins later is searched for from there on.
+            start = max(len(extends[1]) - 1 - 10, 0)
+            rest = text[start:]
         if not rest.isascii():
             # a raw surrogate is one character: in the shared part, the clean text would hold it
             try:
                 rest.encode("utf-8")
             except UnicodeEncodeError:
                 return True
-        if ("\\ud" in rest or "\\uD" in rest) and may_hold_surrogates(text):
+        # (one two-character search rules out most texts; the three-character ones cost more)
+        if "\\u" in rest and ("\\ud" in rest or "\\uD" in rest) and lone_surrogate_escape(text, start):
             return True
         self._clean[id(text)] = text
         return False
@@ -125,7 +132,7 @@ class ReadMemo:
         # shorter ones before it are then not compared (a comparison costs their length)
         for prev in reversed(seen):
             if prev.text == text:
-                return list(prev.items)
+                return self._give(key, prev)
             if len(prev.text) < len(text) and (best is None or len(prev.text) > len(best.text)) \
                     and text.startswith(prev.open):
                 best = prev
@@ -137,10 +144,11 @@ class ReadMemo:
                 self._clean[id(best.text)] = best.text  # (only texts without surrogates are kept)
                 if best.text == text:
                     seen.append(best)
-                    return list(best.items)
+                    return self._give(key, best)
         found = unread_so_far()
         noted = len(found) if found is not None else 0
         items: list[Any] | None = None
+        base: _Listed | None = None  # the list read earlier whose items ``items`` begins with
         if best is not None:
             self._extends[id(text)] = (text, best.text)
             rest = text[len(best.open) :].lstrip(JSON_WS)
@@ -152,7 +160,7 @@ class ReadMemo:
                 if added is None:
                     added = _converted_list("[" + rest[1:], convert)
                 if added is not None:
-                    items = best.items + added
+                    items, base = best.items + added, best
         if items is None:
             try:
                 parsed = json_value(text)
@@ -167,12 +175,32 @@ class ReadMemo:
         if found is not None and len(found) > noted:
             # a value left unread is noted for each span that holds it (as read_once does)
             return items
-        listed = _Listed(text, items)
+        listed = _Listed(text, items, base)
         seen.append(listed)
         if len(seen) > _MEMO_LISTS:
             del seen[0]
         self._last[key] = (convert, listed)
-        return list(items)
+        return self._give(key, listed)
+
+    def _give(self, key: str, listed: _Listed) -> list[Any]:
+        """A copy of the list's items for a reader (who may change the copy, not the items)."""
+        out = listed.given = list(listed.items)
+        self._given[key] = listed
+        return out
+
+    def derived(self, items: list[Any], derive: Callable[[list[Any]], tuple[Any, ...]]) -> tuple[Any, ...] | None:
+        """``derive(items)`` for a list ``json_list`` gave (else None, for the caller to work out
+        itself), from what was derived of the list it extends and of what it adds: a history's
+        system prompt would otherwise be searched for in the whole history by every LLM span.
+        ``derive`` must map items one by one (``derive(a + b) == derive(a) + derive(b)``) and
+        look only at what the readers never change in a converted item."""
+        for listed in self._given.values():
+            if listed.given is items:
+                # (a reader may have changed its copy: then it is not the list read)
+                if len(items) != len(listed.items) or (items and items[-1] is not listed.items[-1]):
+                    return None
+                return listed.derived(derive)
+        return None
 
     def keep_for_later_traces(self) -> None:
         """Each key's last list (a history: its longest), for the traces after this one."""
@@ -211,11 +239,18 @@ class _Listed:
     """A list text the memo has read (stripped, ``[`` … ``]``), its converted items, and the
     texts later lists are compared with, each cut once."""
 
-    __slots__ = ("_inner", "_tail", "_without", "items", "open", "text")
+    __slots__ = ("_base", "_derived", "_inner", "_tail", "_without", "given", "items", "open", "text")
 
-    def __init__(self, text: str, items: list[Any]) -> None:
+    def __init__(self, text: str, items: list[Any], base: _Listed | None = None) -> None:
         self.text = text
         self.items = items
+        # An earlier list whose items these begin with, while what ``derived`` gave for it is
+        # known (the readers ask for each list before the next is read): never a chain of them,
+        # which would keep every list of a long run.
+        self._base = base if base is not None and base._derived is not None else None
+        self._derived: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+        #: the copy of ``items`` a reader was given last (``ReadMemo.derived`` knows it by that)
+        self.given: list[Any] | None = None
         #: all but the closing ``]``: what a text that adds items starts with
         self.open = text[:-1]
         self._tail = self.open[-32:]
@@ -233,6 +268,20 @@ class _Listed:
         if self._inner is None:
             self._inner = self.text[1:-1].strip(JSON_WS)
         return self._inner
+
+    def derived(self, derive: Callable[[list[Any]], tuple[Any, ...]]) -> tuple[Any, ...]:
+        """``derive(self.items)``, from the base's in what these items add (``ReadMemo.derived``)."""
+        known = self._derived
+        if known is None or known[0] is not derive:
+            base = self._base
+            known_base = base._derived if base is not None else None
+            if base is not None and known_base is not None and known_base[0] is derive:
+                value = known_base[1] + derive(self.items[len(base.items):])
+            else:
+                value = derive(self.items)
+            known = self._derived = (derive, value)
+            self._base = None  # (not needed again)
+        return known[1]
 
     def without(self, member: str) -> str | None:
         """``_without_last_member(self.inner, member)``, worked out once."""

@@ -61,6 +61,12 @@ def may_hold_surrogates(value: str) -> bool:
     return "\\u" in value and ("\\ud" in value or "\\uD" in value) and _SURROGATE_ESCAPE.search(value) is not None
 
 
+def lone_surrogate_escape(text: str, start: int = 0) -> bool:
+    """A JSON escape of a lone surrogate half in ``text`` from ``start`` on (what comes before
+    ``start`` still tells whether a half there is paired)."""
+    return _SURROGATE_ESCAPE.search(text, start) is not None
+
+
 # --- what could not be read ---------------------------------------------------------------------
 
 #: (value, why) of values left unread for their size or depth, while a span is read

@@ -79,13 +79,13 @@ def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
     span_events = span.events
     events = _deprecated_events(span) if span_events else []
-    content = event_content(span) if span_events else {}
+    content = event_content(span) if span_events else _NO_CONTENT
     if content:
         # what the span's attributes hold wins over the same attribute in an event
         for key in attrs:
             content.pop(key, None)
     has_messages = (sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
-                    or sc.GEN_AI_INPUT_MESSAGES in content or sc.GEN_AI_OUTPUT_MESSAGES in content)
+                    or (bool(content) and (sc.GEN_AI_INPUT_MESSAGES in content or sc.GEN_AI_OUTPUT_MESSAGES in content)))
     facts.note(NAME if not events else NAME + "_events")
     if stated == "agent":
         if facts.agent_name is None and attrs.get(sc.GEN_AI_AGENT_NAME):
@@ -165,8 +165,13 @@ def last_assistant_text(messages: list[Message]) -> str | None:
 def _first_value(attrs: Attributes, content: dict[str, list[Any]], key: str) -> Any:
     if key in attrs:
         return attrs[key]
-    values = content.get(key)
+    values = content.get(key) if content else None
     return values[0] if values else None
+
+
+#: a span without events carries no content in them (never changed: ``content`` is only
+#: changed when it holds something)
+_NO_CONTENT: dict[str, list[Any]] = {}
 
 
 def _messages_in(attrs: Attributes, content: dict[str, list[Any]], key: str, facts: SpanFacts) -> list[Message] | None:
@@ -257,7 +262,8 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
             tool.result, tool.result_raw, tool.error = p.read_result(attrs[key])
             tool.has_result = True
             break
-    if tool.error is None and str(attrs.get(sc.STRANDS_TOOL_STATUS, "")).lower() == "error":
+    status = attrs.get(sc.STRANDS_TOOL_STATUS)
+    if tool.error is None and status is not None and str(status).lower() == "error":
         tool.error = p.result_error(tool.result) or (p.as_text(tool.result) if tool.has_result else None) or "error"
     facts.tool = tool
 

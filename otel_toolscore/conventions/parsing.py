@@ -242,13 +242,13 @@ def json_list_of(value: Any, key: str, convert: Callable[[list[Any]], list[Any]]
 
 
 #: texts shorter than this are searched whole: asking the memo would cost more
-_LONG_TEXT = 1024
+LONG_TEXT = 1024
 
 
 def text_may_hold_surrogates(text: str) -> bool:
     """``may_hold_surrogates``; inside ``shared_memo``, a long text that extends an earlier one
     found clean (a growing chat history) is searched only in what it adds."""
-    if len(text) < _LONG_TEXT:
+    if len(text) < LONG_TEXT:
         # most texts are ASCII and an ASCII text can only hold escapes of surrogates, which all
         # begin so: C-level checks rule nearly all of them out without a call
         return (not text.isascii() or "\\u" in text and ("\\ud" in text or "\\uD" in text)) \
@@ -731,12 +731,36 @@ def _apply_parts(msg: Message, parts: list[Any]) -> None:
             if isinstance(t, str):
                 texts.append(t)
         elif kind == _CALL_PART:
-            req = tool_call_from(part)
+            req = _plain_call(part) if part.keys() <= _PLAIN_CALL_KEYS else tool_call_from(part)
             if req is not None:
                 msg.tool_calls.append(req)
         elif kind == _RESULT_PART:
-            msg.tool_results.append(_tool_result_part(part))
+            msg.tool_results.append(
+                _plain_result(part) if part.keys() <= _PLAIN_RESULT_KEYS else _tool_result_part(part))
     msg.content = "\n".join(texts) if texts else None
+
+
+# The GenAI semconv's parts, which every history repeats: with only these keys, none of the
+# other spellings ``tool_call_from`` and ``_tool_result_part`` look for can be there.
+_PLAIN_CALL_KEYS = frozenset({"type", "id", "name", "arguments"})
+_PLAIN_RESULT_KEYS = frozenset({"type", "id", "response"})
+
+
+def _plain_call(part: Mapping[str, Any]) -> ToolCallRequest | None:
+    """``tool_call_from(part)`` for a part with only ``_PLAIN_CALL_KEYS``."""
+    name, call_id = part.get("name"), part.get("id")
+    if not name or not call_id:
+        return tool_call_from(part)
+    parsed, raw, _problem = parse_arguments(part.get("arguments"))
+    return ToolCallRequest(id=str(call_id), name=str(name), arguments=parsed, arguments_raw=raw)
+
+
+def _plain_result(part: Mapping[str, Any]) -> ToolResultPart:
+    """``_tool_result_part(part)`` for a part with only ``_PLAIN_RESULT_KEYS`` (no flag of its own)."""
+    read = read_result(part.get("response"))
+    call_id = part.get("id")
+    return ToolResultPart(tool_call_id=str(call_id) if call_id else None, name=None, content=read.value,
+                          content_raw=read.raw, is_error=read.error is not None)
 
 
 # --- content blocks keyed by their kind (Bedrock Converse, Gemini) ------------------------------
@@ -942,8 +966,21 @@ def _echoed_call(item: Any) -> ToolCallRequest | None:
 
 def system_from_messages(messages: list[Message]) -> str | None:
     """System prompt carried as ``system``/``developer`` messages."""
-    texts = [m.content for m in messages if m.role in ("system", "developer") and m.content]
+    # (a short list is searched at once: asking the memo would cost more)
+    memo = _memo.current() if len(messages) > _FEW_MESSAGES else None
+    texts = memo.derived(messages, _system_texts) if memo is not None else None
+    if texts is None:
+        texts = _system_texts(messages)
     return "\n".join(texts) if texts else None
+
+
+_FEW_MESSAGES = 16
+
+
+def _system_texts(messages: list[Message]) -> tuple[str, ...]:
+    # (a message's role and content, once read, are changed only for tool calls and results:
+    # ``read_text_tool_messages``, ``_repr_tool_calls``; see ``ReadMemo.derived``)
+    return tuple(m.content for m in messages if m.role in ("system", "developer") and m.content)
 
 
 def opt_str(v: Any) -> str | None:
