@@ -19,6 +19,16 @@ over the same window). The app thread never waits for scoring, but on CPython a 
 that scores competes with it for the GIL, and that is what the wall ratio shows; in process
 mode the scoring is off the app's GIL and the parent only hands runs over and emits.
 
+Where the app thread's extra CPU goes (``app``, every pair; printed as "attribution"): the
+collections the garbage collector ran on the app thread, by generation (``gc.callbacks`` see which
+thread runs a collection: the one whose allocation crossed the threshold), and how many objects
+the oldest generation held when the loop ended (a full collection walks all of them, so what the
+processor keeps alive, the app pays for in every full collection it triggers); the app thread's
+kernel time and context switches (``/proc/thread-self``: voluntary ones are mostly waits for the
+GIL, involuntary ones the scheduler's); the CPU of the process's other threads. What is left,
+after the processor's own calls (``calls``), is the app's own code running slower beside a worker
+(GIL hand-offs, caches).
+
 ``calls``: the processor's own ``on_start`` + ``on_end`` per span, timed call by call with
 ``perf_counter_ns`` around the processor, its downstream a no-op processor (so the SDK and the
 BatchSpanProcessor are not counted). The same harness around a pass-through processor gives the
@@ -38,6 +48,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -84,6 +95,51 @@ def child_cpu_s(processor: Any) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _thread_stat() -> dict[str, float]:
+    """The calling thread's user and kernel CPU seconds and context switches (Linux; {} elsewhere)."""
+    try:
+        with open("/proc/thread-self/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/thread-self/status") as handle:
+            status = dict(line.split(":", 1) for line in handle if "ctxt_switches" in line)
+    except OSError:
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    return {"user_s": int(fields[11]) / tick, "system_s": int(fields[12]) / tick,
+            "voluntary_switches": int(status["voluntary_ctxt_switches"]),
+            "involuntary_switches": int(status["nonvoluntary_ctxt_switches"])}
+
+
+class GcByThread:
+    """CPU time of the garbage collector's collections, by generation, on one thread and on all
+    the others (a ``gc.callbacks`` entry: it runs on the thread that triggered the collection)."""
+
+    def __init__(self, thread_id: int) -> None:
+        self._thread_id = thread_id
+        self._started: dict[int, float] = {}
+        self.seconds = {"app": [0.0, 0.0, 0.0], "others": [0.0, 0.0, 0.0]}
+        self.count = {"app": [0, 0, 0], "others": [0, 0, 0]}
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        me = threading.get_ident()
+        if phase == "start":
+            self._started[me] = time.thread_time()
+            return
+        began = self._started.pop(me, None)
+        if began is None:
+            return
+        who = "app" if me == self._thread_id else "others"
+        self.seconds[who][info["generation"]] += time.thread_time() - began
+        self.count[who][info["generation"]] += 1
+
+    def __enter__(self) -> GcByThread:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
 def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any],
              rate: float | None = None) -> dict[str, Any]:
     """One measurement in this process: create and end n_spans spans, time the app thread; as
@@ -107,19 +163,24 @@ def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any
     provider.force_flush()
     gc.collect()
     emitted = 0
+    gcs = GcByThread(threading.get_ident())
     k0 = child_cpu_s(processor)
+    s0 = _thread_stat()
     c0, w0, p0 = time.thread_time(), time.perf_counter(), time.process_time()
     i = 0
-    while emitted < n_spans:
-        if rate:
-            wait = w0 + i / rate - time.perf_counter()
-            if wait > 0:
-                time.sleep(wait)
-        emitted += emit_run(tracer, pool[i % len(pool)])
-        i += 1
+    with gcs:
+        while emitted < n_spans:
+            if rate:
+                wait = w0 + i / rate - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+            emitted += emit_run(tracer, pool[i % len(pool)])
+            i += 1
     wall = time.perf_counter() - w0
     cpu = time.thread_time() - c0
     proc_cpu = time.process_time() - p0
+    s1 = _thread_stat()
+    oldest_generation = len(gc.get_objects(2))  # (after the clocks stopped: it walks them all)
     t_flush = time.perf_counter()
     provider.force_flush(120_000)
     flush = time.perf_counter() - t_flush
@@ -131,6 +192,8 @@ def app_once(config: str, n_spans: int, telemetry: str, overrides: dict[str, Any
         "config": config, "spans": emitted, "app_wall_s": wall, "app_cpu_s": cpu, "process_cpu_s": proc_cpu,
         "total_cpu_s": total_cpu,
         "flush_s": flush, "exported": exporter.count, "expected_min": emitted + warm, "stats": stats,
+        "gc_s": gcs.seconds, "gc_count": gcs.count, "oldest_generation_objects": oldest_generation,
+        "app_thread": {k: s1[k] - s0[k] for k in s1},
     }
 
 
@@ -160,6 +223,7 @@ def app(n_spans: int, repeats: int, telemetry: str, overrides: dict[str, Any],
               f"{pair['ratio']:.2f}, app-thread CPU ratio {pair['app_cpu_ratio']:.2f}, all-CPU ratio "
               f"{pair['total_cpu_ratio']:.2f}", file=sys.stderr)
     ts = [p["toolscore"] for p in pairs]
+    attribution = {k: summary([_attribution(p)[k] for p in pairs]) for k in _attribution(pairs[0])}
     return {
         "spans": n_spans,
         "rate_runs_per_s": rate,
@@ -173,8 +237,39 @@ def app(n_spans: int, repeats: int, telemetry: str, overrides: dict[str, Any],
         "all_exported": all(t["exported"] >= t["expected_min"] for t in ts),
         "stats_last": ts[-1]["stats"],
         "flush_s_last": ts[-1]["flush_s"],
+        "attribution": attribution,
         "pairs": pairs,
     }
+
+
+def _attribution(pair: dict[str, Any]) -> dict[str, float]:
+    """Where one pair's extra app-thread CPU went, µs per span (toolscore minus baseline)."""
+    base, tool = pair["baseline"], pair["toolscore"]
+
+    def per_span(run: dict[str, Any], value: float) -> float:
+        return value / run["spans"] * 1e6
+
+    def extra(f: Any) -> float:
+        return per_span(tool, f(tool)) - per_span(base, f(base))
+
+    out = {
+        "app_cpu_extra_us": extra(lambda r: r["app_cpu_s"]),
+        "gc_app_extra_us": extra(lambda r: sum(r["gc_s"]["app"])),
+        "gc_app_full_extra_us": extra(lambda r: r["gc_s"]["app"][2]),
+        "kernel_extra_us": extra(lambda r: r["app_thread"].get("system_s", 0.0)),
+        "other_threads_cpu_extra_us": extra(lambda r: r["process_cpu_s"] - r["app_cpu_s"]),
+        "baseline_full_collections": float(base["gc_count"]["app"][2] + base["gc_count"]["others"][2]),
+        "toolscore_full_collections": float(tool["gc_count"]["app"][2] + tool["gc_count"]["others"][2]),
+        "toolscore_collections_off_app_thread": float(sum(tool["gc_count"]["others"])),
+        "baseline_oldest_generation_objects": float(base["oldest_generation_objects"]),
+        "toolscore_oldest_generation_objects": float(tool["oldest_generation_objects"]),
+    }
+    for kind in ("voluntary", "involuntary"):
+        key = f"{kind}_switches"
+        out[f"{kind}_switches_extra_per_1k_spans"] = extra(lambda r, key=key: r["app_thread"].get(key, 0) / 1000)
+    # what is left: the processor's own calls (see ``calls``) and the app's code running slower
+    out["rest_us"] = out["app_cpu_extra_us"] - out["gc_app_extra_us"] - out["kernel_extra_us"]
+    return out
 
 
 # --- per-call cost ------------------------------------------------------------------------------
@@ -287,6 +382,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               f"{a['total_cpu_ratio']['median']:.2f} (min {a['total_cpu_ratio']['min']:.2f}); baseline "
               f"{a['baseline_us_per_span']['median']:.1f} µs/span, toolscore {a['toolscore_us_per_span']['median']:.1f} "
               f"µs/span; all spans exported: {a['all_exported']}; stats {a['stats_last']}")
+        m = {k: v["median"] for k, v in a["attribution"].items()}
+        print(f"attribution (medians, µs per span, toolscore minus baseline): app-thread CPU +{m['app_cpu_extra_us']:.2f}"
+              f" = GC on the app thread +{m['gc_app_extra_us']:.2f} (full collections +{m['gc_app_full_extra_us']:.2f}: "
+              f"{m['toolscore_full_collections']:.0f} vs {m['baseline_full_collections']:.0f}, over "
+              f"{m['toolscore_oldest_generation_objects']:,.0f} vs {m['baseline_oldest_generation_objects']:,.0f} objects in "
+              f"the oldest generation; {m['toolscore_collections_off_app_thread']:.0f} collections ran on other threads) "
+              f"+ kernel {m['kernel_extra_us']:+.2f} + the rest {m['rest_us']:+.2f} (the processor's own calls, and the "
+              f"app's code beside a worker); app-thread context switches per 1,000 spans "
+              f"{m['voluntary_switches_extra_per_1k_spans']:+.1f} voluntary (GIL waits), "
+              f"{m['involuntary_switches_extra_per_1k_spans']:+.1f} involuntary; other threads' CPU "
+              f"+{m['other_threads_cpu_extra_us']:.2f}")
     emit_json(out)
     return out
 
