@@ -36,7 +36,7 @@ import threading
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.context import Context
@@ -86,7 +86,6 @@ class _PendingRun:
     grace_deadline: float
 
 
-@dataclass(eq=False, slots=True)
 class _TraceBuffer:
     """One trace's spans not scored yet, and what completion per run needs to know of it.
 
@@ -95,19 +94,25 @@ class _TraceBuffer:
     ``parents`` (ended spans) and the live ``open_ids`` spans let a span find the run it belongs to.
     """
 
-    created: float
-    spans: list[ReadableSpan] = field(default_factory=list)  # ended, not yet given to scoring
-    held: list[_Held] = field(default_factory=list)
-    open_ids: dict[int, Span] = field(default_factory=dict)  # open spans by id
-    parents: dict[int, int | None] = field(default_factory=dict)  # ended spans' local parents
-    agents: set[int] = field(default_factory=set)  # span ids known to be agent-like
-    runs: dict[int, _PendingRun] = field(default_factory=dict)  # ended runs waiting for descendants
-    scored: set[int] = field(default_factory=set)  # runs handed to scoring: their late spans only pass
-    had_run: bool = False  # an agent run of this trace was scored: leftover spans are not a run
-    genai: bool = False
-    root_ended: bool = False
-    last_seen: float = 0.0  # quiet mode: when the trace's latest span arrived
-    quiet_scheduled: bool = False
+    # A plain slotted class, not a dataclass: one is made per sampled trace on the app's
+    # thread, and literals are cheaper than a dataclass's default factories (~0.25 µs a trace).
+    __slots__ = ("created", "spans", "held", "open_ids", "parents", "agents", "runs", "scored", "had_run",
+                 "genai", "root_ended", "last_seen", "quiet_scheduled")
+
+    def __init__(self, created: float) -> None:
+        self.created = created
+        self.spans: list[ReadableSpan] = []  # ended, not yet given to scoring
+        self.held: list[_Held] = []
+        self.open_ids: dict[int, Span] = {}  # open spans by id
+        self.parents: dict[int, int | None] = {}  # ended spans' local parents
+        self.agents: set[int] = set()  # span ids known to be agent-like
+        self.runs: dict[int, _PendingRun] = {}  # ended runs waiting for descendants
+        self.scored: set[int] = set()  # runs handed to scoring: their late spans only pass
+        self.had_run = False  # an agent run of this trace was scored: leftover spans are not a run
+        self.genai = False
+        self.root_ended = False
+        self.last_seen = 0.0  # quiet mode: when the trace's latest span arrived
+        self.quiet_scheduled = False
 
 
 @dataclass(frozen=True)
