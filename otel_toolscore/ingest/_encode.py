@@ -97,22 +97,14 @@ def _text(tag: bytes, text: str) -> bytes:
     return tag + _len(len(data)) + data
 
 
-def _utf8(text: object) -> bytes | None:
-    if type(text) is not str:
-        return None
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-
-
 def _value(value: object) -> bytes | None:
-    """An ``AnyValue`` holding a plain value; None for anything else (the SDK encodes those)."""
+    """An ``AnyValue`` holding a plain value; None for anything else (the SDK encodes those).
+    Raises ``UnicodeEncodeError`` for a string with a lone surrogate."""
     kind = type(value)
     if kind is str:
-        data = _utf8(value)
-        # None: a lone surrogate, which the SDK logs and leaves out
-        return None if data is None else _STRING + _len(len(data)) + data
+        data = value.encode("utf-8")  # type: ignore[attr-defined]
+        n = len(data)
+        return _STRING + (_SMALL[n] if n < 128 else _varint(n)) + data
     if kind is bool:
         return _BOOL_TRUE if value else _BOOL_FALSE
     if kind is int:
@@ -124,21 +116,34 @@ def _value(value: object) -> bytes | None:
     return None
 
 
+def _sdk_attribute(tag: bytes, key: object, value: object) -> bytes:
+    # what the SDK does with it: its encoding, or nothing (it logs what it cannot encode)
+    return b"".join(tag + _len(len(data)) + data
+                    for data in (kv.SerializeToString() for kv in _encode_attributes({key: value})))  # type: ignore[dict-item]
+
+
 def encode_attributes(attributes: Mapping[str, Any] | None, tag: bytes = _ATTRIBUTE) -> bytes:
     """``attributes`` as repeated ``KeyValue`` fields under ``tag`` (a span's by default)."""
     if not attributes:
         return b""
     parts = []
+    # One pass, few calls: the sidecar writes a dozen attributes per evaluation span.
     for key, value in attributes.items():
-        encoded = _value(value)
-        key_data = _utf8(key) if encoded is not None else None
-        if encoded is None or key_data is None:
-            for kv in _encode_attributes({key: value}):  # what the SDK does with it, skipping included
-                data = kv.SerializeToString()
-                parts.append(tag + _len(len(data)) + data)
+        try:
+            encoded = _value(value)
+            key_data = key.encode("utf-8")  # AttributeError: not a str
+        except (UnicodeEncodeError, AttributeError):
+            encoded = None
+        if encoded is None:
+            parts.append(_sdk_attribute(tag, key, value))
             continue
-        body = (_KV_KEY + _len(len(key_data)) + key_data if key_data else b"") + _KV_VALUE + _len(len(encoded)) + encoded
-        parts.append(tag + _len(len(body)) + body)
+        n = len(encoded)
+        body = _KV_VALUE + (_SMALL[n] if n < 128 else _varint(n)) + encoded
+        n = len(key_data)
+        if n:  # proto3 leaves an empty key out
+            body = _KV_KEY + (_SMALL[n] if n < 128 else _varint(n)) + key_data + body
+        n = len(body)
+        parts.append(tag + (_SMALL[n] if n < 128 else _varint(n)) + body)
     return b"".join(parts)
 
 

@@ -91,6 +91,12 @@ class PbDecoder(Decoder):
         out: dict[str, AttributeValue] = {}
         for kv in raw:
             value = kv.value
+            # Most values are non-empty strings; reading one is a single call (a value of
+            # another kind, or an empty string, reads as "" here).
+            text = value.string_value
+            if text:
+                out[kv.key] = text
+                continue
             which = value.WhichOneof("value")
             if which in _SCALARS:
                 out[kv.key] = getattr(value, which)
