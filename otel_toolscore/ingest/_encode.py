@@ -8,8 +8,9 @@ writing the bytes directly costs a fraction of that. Only plain values are writt
 (str, bool, int64, float: what spans made here and nearly all others carry); any other
 attribute value is encoded by the SDK's own code, one ``KeyValue`` at a time, which also keeps
 its handling of what it cannot encode (logged and left out); a span whose name or other text
-UTF-8 cannot encode is encoded by the SDK whole, which says what is wrong. Fields are written in field-number order, as protobuf serializes them, so the
-bytes are the same as the SDK's and not only the message.
+UTF-8 cannot encode is encoded by the SDK whole, which says what is wrong. Fields are written
+in field-number order, as protobuf serializes them, so the bytes are the same as the SDK's and
+not only the message (``tests/test_wire.py`` checks it).
 """
 
 from __future__ import annotations
