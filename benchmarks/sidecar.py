@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                   f"{r['accepted_spans_per_s']:.0f} spans/s, all forwarded after {r['forwarded_s']:.1f} s "
                   f"({r['forwarded_spans_per_s']:.0f} spans/s); runs scored {r['runs_scored']}/{r['runs']} "
                   f"({r['runs_scored_share']:.0%}); busy retries {r['busy_retries']}; server CPU "
-                  f"{r['server_cpu_s']:.1f} s ({r['spans_per_server_cpu_s']:.0f} spans/s/core); us/span by thread {r['server_us_per_span_by_thread']}", file=sys.stderr)
+                  f"{r['server_cpu_s']:.1f} s ({r['spans_per_server_cpu_s']:.0f} spans/s/core); us/span by thread {r['server_us_per_span_by_thread']}; {r['processor_stats']}", file=sys.stderr)
     emit_json(out)
     return out
 
