@@ -251,7 +251,7 @@ def _sdk_span(attributes: dict[str, object], **kwargs: object) -> ReadableSpan:
 ])
 def test_attribute_values_are_written_as_the_sdk_writes_them(value: object) -> None:
     # plain values written directly; the others (and what the SDK cannot encode) through the SDK
-    span = _sdk_span({"before": 1, "key": value, "after": "x", "\udc80": 1})
+    span = _sdk_span({"before": 1, "key": value, "after": "x", "\udc80": 1, 5: "not a str key", "": 2})
     assert encode_span(span) == _encode_span(span).SerializeToString()
 
 

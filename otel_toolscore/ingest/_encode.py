@@ -123,6 +123,20 @@ def _sdk_attribute(tag: bytes, key: object, value: object) -> bytes:
                     for data in (kv.SerializeToString() for kv in _encode_attributes({key: value})))  # type: ignore[dict-item]
 
 
+# A KeyValue's key field by key: the same few keys recur on every evaluation span.
+_KEYS: dict[str, bytes] = {}
+_MAX_KEYS: Final = 4096
+
+
+def _key(key: str) -> bytes:
+    data = key.encode("utf-8")
+    n = len(data)
+    head = _KV_KEY + (_SMALL[n] if n < 128 else _varint(n)) + data if n else b""  # proto3 leaves "" out
+    if len(_KEYS) < _MAX_KEYS:
+        _KEYS[key] = head
+    return head
+
+
 def encode_attributes(attributes: Mapping[str, Any] | None, tag: bytes = _ATTRIBUTE) -> bytes:
     """``attributes`` as repeated ``KeyValue`` fields under ``tag`` (a span's by default)."""
     if not attributes:
@@ -132,17 +146,14 @@ def encode_attributes(attributes: Mapping[str, Any] | None, tag: bytes = _ATTRIB
     for key, value in attributes.items():
         try:
             encoded = _value(value)
-            key_data = key.encode("utf-8")  # AttributeError: not a str
+            head = _KEYS.get(key) or _key(key)  # AttributeError: not a str
         except (UnicodeEncodeError, AttributeError):
             encoded = None
         if encoded is None:
             parts.append(_sdk_attribute(tag, key, value))
             continue
         n = len(encoded)
-        body = _KV_VALUE + (_SMALL[n] if n < 128 else _varint(n)) + encoded
-        n = len(key_data)
-        if n:  # proto3 leaves an empty key out
-            body = _KV_KEY + (_SMALL[n] if n < 128 else _varint(n)) + key_data + body
+        body = head + _KV_VALUE + (_SMALL[n] if n < 128 else _varint(n)) + encoded
         n = len(body)
         parts.append(tag + (_SMALL[n] if n < 128 else _varint(n)) + body)
     return b"".join(parts)
