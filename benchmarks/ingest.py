@@ -4,8 +4,9 @@ besides scoring, on one core (``time.thread_time``).
 * ``parse``: ``ExportTraceServiceRequest`` parsed from the request body (protobuf's C parser);
 * ``decode``: the parsed request into SDK spans (``decode_export_request``), as the sidecar does it
   (keeping each span's bytes for forwarding) and without that (what ``score FILE`` does);
-* ``forward``: the upstream request body for the same spans after scoring (the agent span of each
-  run carrying score attributes): the SDK's ``encode_spans(...).SerializePartialToString()``,
+* ``forward``: the upstream request body for the same spans after scoring, as the processor hands
+  them on (the agent span of each run carrying its scores, and the evaluation spans scoring made,
+  which did not come as protobuf; per span received): the SDK's ``encode_spans(...).SerializePartialToString()``,
   which the exporter used before, and ``ingest._wire.encode_request``, which ``serve`` sends now.
 
 The workload is 10-span GenAI runs (``benchmarks.throughput.synthetic``), ``--runs`` runs per
@@ -28,31 +29,43 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from benchmarks.common import emit_json, machine
-from benchmarks.throughput import synthetic
+from benchmarks.common import emit_json, machine, telemetry_providers
+from benchmarks.throughput import ready_item, synthetic
 from otel_toolscore.ingest import decode_export_request, parse_export_request
 from otel_toolscore.ingest._wire import encode_request
-from otel_toolscore.runtime.processor import with_attributes
+from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 
-# What scoring adds to an agent span, in kind and number (values vary per run).
-_SCORE_KEYS = (
-    "toolscore.tool_call_validation.label", "toolscore.tool_call_validation.score",
-    "toolscore.tool_result_verification.label", "toolscore.tool_result_verification.score",
-    "toolscore.tool_sequence.label", "toolscore.tool_sequence.score", "toolscore.tool_calls",
-    "toolscore.run_id", "toolscore.version",
-)
+
+class _Collect(SpanProcessor):
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.spans.append(span)
 
 
 def _scored(spans: list[ReadableSpan]) -> list[ReadableSpan]:
-    out = []
-    for i, span in enumerate(spans):
-        if span.parent is None:
-            extra = {key: (i / 7.0 if key.endswith("score") else f"value-{i}") for key in _SCORE_KEYS}
-            span = with_attributes(span, extra)
-        out.append(span)
-    return out
+    """What the sidecar exports for ``spans`` (decoded, whole runs): every span, the agent spans
+    carrying their scores, then the evaluation spans scoring made (the real processor's output)."""
+    down = _Collect()
+    mp, lp, _ = telemetry_providers("noop")
+    proc = ToolScoreSpanProcessor(down, meter_provider=mp, logger_provider=lp)
+    try:
+        by_trace: dict[int, list[ReadableSpan]] = {}
+        for span in spans:
+            by_trace.setdefault(span.context.trace_id, []).append(span)  # type: ignore[union-attr]
+        for run in by_trace.values():
+            item = ready_item(run)
+            held = {id(h.span) for h in item.held}
+            for span in run:
+                if id(span) not in held:
+                    down.on_end(span)  # forwarded at once, as the processor does with the others
+            proc._score(item)
+    finally:
+        proc.shutdown()
+    return down.spans
 
 
 def _time(fn: Callable[[], Any]) -> float:
@@ -74,11 +87,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     bodies = [encode_spans([s for run in synthetic(10, args.runs, seed0=(r + 1) * 100_000) for s in run])
               .SerializeToString() for r in range(requests)]
     n_spans = 10 * args.runs * requests
-    before_decode = None
+    before_decode = before_encode = None
     if args.before is not None:
         from benchmarks.compare import load_before
 
-        before_decode = importlib.import_module(f"{load_before(args.before)}.ingest").decode_export_request
+        name = load_before(args.before)
+        before_decode = importlib.import_module(f"{name}.ingest").decode_export_request
+        before_encode = importlib.import_module(f"{name}.ingest._wire").encode_request
 
     parsed = [parse_export_request(body) for body in bodies]
     scored = [_scored(decode_export_request(msg, keep_wire=True)) for msg in parsed]
@@ -98,10 +113,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                fresh())
         record("decode (no wire)", lambda ms: [decode_export_request(m) for m in ms], fresh())
         if before_decode is not None:
-            record("decode before", lambda ms: [before_decode(m) for m in ms], fresh())
+            record("decode before (keep_wire)", lambda ms: [before_decode(m, keep_wire=True) for m in ms], fresh())
+            record("decode before (no wire)", lambda ms: [before_decode(m) for m in ms], fresh())
         record("forward: SDK encode_spans", lambda ss: [encode_spans(s).SerializePartialToString() for s in ss],
                scored)
         record("forward: encode_request", lambda ss: [encode_request(s) for s in ss], scored)
+        if before_encode is not None:
+            record("forward: before encode_request", lambda ss: [before_encode(s) for s in ss], scored)
     # the two forward encodings must be the same message (tests/test_wire.py checks it thoroughly)
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 

@@ -24,6 +24,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -82,6 +83,27 @@ class _Counting(SpanExporter):
         return True
 
 
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds per thread of this process, grouped by the Python thread's name without its
+    number (gRPC's own C threads: ``(native)``), where the system tells (Linux ``/proc``)."""
+    names = {t.native_id: re.sub(r"[-_]?\d+(?:_\d+)?$", "", t.name) for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = names.get(int(tid), "(native)")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def serve(cpu: int, telemetry: str, decision_wait: float, forward_encoding: str, sample_rate: float) -> None:
     """The server process: start, print the ports, answer ``stats`` lines on stdin."""
     if hasattr(os, "sched_setaffinity"):
@@ -102,7 +124,7 @@ def serve(cpu: int, telemetry: str, decision_wait: float, forward_encoding: str,
             idle = proc is None or (not proc._pending and proc._queue.empty() and not busy)
             print(json.dumps({"exported": exporter.spans, "scored": exporter.scored, "idle": idle,
                               "server": dict(server.stats), "processor": dict(proc.stats) if proc else {},
-                              "cpu_s": time.process_time()}), flush=True)
+                              "cpu_s": time.process_time(), "threads": _thread_cpu()}), flush=True)
         elif line.strip() == "stop":
             break
     server.stop(30.0)
@@ -244,7 +266,13 @@ def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int,
         "runs_scored_share": (s["scored"] - base["scored"]) / (n_requests * runs_per_request),
         "busy_retries": sum(c.retries for c in workers),
         "server_cpu_s": s["cpu_s"] - base["cpu_s"],
-        "spans_per_server_cpu_s": total_spans / max(1e-9, s["cpu_s"] - base["cpu_s"]), "server_stats": s["server"], "processor_stats": s["processor"],
+        "spans_per_server_cpu_s": total_spans / max(1e-9, s["cpu_s"] - base["cpu_s"]),
+        # server CPU per span by thread (the receiver's threads decode and admit, the worker scores,
+        # the batch processor's thread encodes and exports): what the sidecar spends where
+        "server_us_per_span_by_thread": {
+            name: round((cpu - base["threads"].get(name, 0.0)) / total_spans * 1e6, 1)
+            for name, cpu in sorted(s["threads"].items())},
+        "server_stats": s["server"], "processor_stats": s["processor"],
     }
 
 
@@ -286,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                   f"{r['accepted_spans_per_s']:.0f} spans/s, all forwarded after {r['forwarded_s']:.1f} s "
                   f"({r['forwarded_spans_per_s']:.0f} spans/s); runs scored {r['runs_scored']}/{r['runs']} "
                   f"({r['runs_scored_share']:.0%}); busy retries {r['busy_retries']}; server CPU "
-                  f"{r['server_cpu_s']:.1f} s ({r['spans_per_server_cpu_s']:.0f} spans/s/core); {r['processor_stats']}", file=sys.stderr)
+                  f"{r['server_cpu_s']:.1f} s ({r['spans_per_server_cpu_s']:.0f} spans/s/core); us/span by thread {r['server_us_per_span_by_thread']}; {r['processor_stats']}", file=sys.stderr)
     emit_json(out)
     return out
 

@@ -16,16 +16,19 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import _encode_span
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.util.types import AttributeValue
 
 from benchmarks.throughput import synthetic
 from otel_toolscore.ingest import copy_span, decode_export_request, load_otlp, parse_export_request
+from otel_toolscore.ingest._encode import encode_span
 from otel_toolscore.ingest._wire import encode_request
 from otel_toolscore.runtime.processor import with_attributes
 from tests.support import paths
@@ -225,6 +228,51 @@ def test_made_up_spans_forwarded_as_the_sdk_would_send_them(body: bytes, extra: 
     assert_same_request(decoded)
     # attributes added to every span, new keys or keys the span has already
     assert_same_request([with_attributes(s, extra) for s in decoded])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=_requests())
+def test_spans_without_bytes_are_written_as_the_sdk_writes_them(body: bytes) -> None:
+    # byte for byte, not only the same message: _encode writes fields in protobuf's order
+    for span in decode_export_request(parse_export_request(body)):
+        assert encode_span(span) == _encode_span(span).SerializeToString()
+
+
+def _sdk_span(attributes: dict[str, object], **kwargs: object) -> ReadableSpan:
+    context = SpanContext(7, 8, False, TraceFlags(1))
+    fields: dict[str, object] = {"name": "s", "context": context, "attributes": attributes, "kind": SpanKind.CLIENT}
+    fields.update(kwargs)
+    return ReadableSpan(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [
+    "", "é 中", "\ud800 lone surrogate", 0, -1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 0.0, -0.0, 1e308,
+    float("inf"), True, False, ("a", "b"), (1, None, 2), (), b"raw", {"k": "v"}, None, [1.5, 2.5],
+])
+def test_attribute_values_are_written_as_the_sdk_writes_them(value: object) -> None:
+    # plain values written directly; the others (and what the SDK cannot encode) through the SDK
+    span = _sdk_span({"before": 1, "key": value, "after": "x", "\udc80": 1, 5: "not a str key", "": 2})
+    assert encode_span(span) == _encode_span(span).SerializeToString()
+
+
+def test_span_parts_are_written_as_the_sdk_writes_them() -> None:
+    remote = SpanContext(7, 9, True, TraceFlags(1))
+    linked = SpanContext(5, 6, True, TraceFlags(0), TraceState([("a", "1"), ("b", "2")]))
+    span = _sdk_span(
+        {"a": 1}, name="x" * 200, parent=remote, start_time=None, end_time=2**64 - 1,
+        context=SpanContext(7, 8, False, TraceFlags(1), TraceState([("k", "v")])),
+        events=[Event("e", {"n": 1.5}, 3), Event("", None, 0)], links=[Link(linked, {"l": True}), Link(remote)],
+        status=Status(StatusCode.ERROR, "why"))
+    assert encode_span(span) == _encode_span(span).SerializeToString()
+    for kind in SpanKind:
+        for status in (Status(StatusCode.OK), Status(StatusCode.UNSET), Status(StatusCode.ERROR)):
+            span = _sdk_span({}, kind=kind, status=status)
+            assert encode_span(span) == _encode_span(span).SerializeToString()
+    bad_name = _sdk_span({}, name="\ud800")  # the SDK's encoder says what is wrong with it
+    with pytest.raises(ValueError):
+        _encode_span(bad_name).SerializeToString()
+    with pytest.raises(ValueError):
+        encode_span(bad_name)
 
 
 def test_decoding_with_or_without_bytes_reads_the_same_spans() -> None:

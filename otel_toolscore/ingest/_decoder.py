@@ -95,7 +95,6 @@ class Decoder:
     def __init__(self) -> None:
         self.problems = Problems()
         self.spans: list[ReadableSpan] = []
-        self._index: dict[tuple[int, int], int] = {}
         # (trace id, span id) -> [(time, event, where)]: log records may precede their spans.
         self._log_events: dict[tuple[int, int], list[tuple[int, Event, str]]] = {}
         self._resources: dict[tuple[Any, ...], Resource] = {}
@@ -162,7 +161,6 @@ class Decoder:
             dropped_links=dropped[2],
             wire=wire,
         )
-        self._index.setdefault((trace_id, span_id), len(self.spans))
         self.spans.append(span)
 
     def _lacks_ids(self, trace_id: int, span_id: int, where: str) -> bool:
@@ -213,8 +211,15 @@ class Decoder:
         self._log_events.setdefault((trace_id, span_id), []).append((time, event, where))
 
     def finish(self) -> OtlpBatch:
+        # (trace id, span id) -> where the first span with them is; only log records need it
+        index_of: dict[tuple[int, int], int] = {}
+        if self._log_events:
+            for i, decoded in enumerate(self.spans):
+                context = decoded.context
+                assert context is not None
+                index_of.setdefault((context.trace_id, context.span_id), i)
         for key, pending in self._log_events.items():
-            index = self._index.get(key)
+            index = index_of.get(key)
             if index is None:
                 for _, event, where in pending:
                     self.problems.add(

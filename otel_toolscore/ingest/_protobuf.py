@@ -91,6 +91,12 @@ class PbDecoder(Decoder):
         out: dict[str, AttributeValue] = {}
         for kv in raw:
             value = kv.value
+            # Most values are non-empty strings; reading one is a single call (a value of
+            # another kind, or an empty string, reads as "" here).
+            text = value.string_value
+            if text:
+                out[kv.key] = text
+                continue
             which = value.WhichOneof("value")
             if which in _SCALARS:
                 out[kv.key] = getattr(value, which)
@@ -130,18 +136,22 @@ class PbDecoder(Decoder):
 
         self._lossy = False
         raw_parent = span.parent_span_id
-        try:
-            parent_id = pb_id(raw_parent, SPAN_ID_BYTES)
-        except BadValue as exc:
-            self.problems.add(f"{label()}: invalid parentSpanId ({exc}); kept as a root")
-            parent_id = 0
+        if len(raw_parent) == SPAN_ID_BYTES:  # nearly always, or none at all
+            parent_id = int.from_bytes(raw_parent, "big")
+        else:
+            try:
+                parent_id = pb_id(raw_parent, SPAN_ID_BYTES)
+            except BadValue as exc:
+                self.problems.add(f"{label()}: invalid parentSpanId ({exc}); kept as a root")
+                parent_id = 0
         if raw_parent and not parent_id:
             self._lossy = True  # an all-zero or invalid parent id is not written back
         # Parts in the order the problem notes have always come in.
         pb_events = span.events
         events = [self._pb_event(event, label) for event in pb_events] if pb_events else []
         links = self._pb_links(span, label) if span.links else []
-        trace_state = self._pb_trace_state(span.trace_state, label)
+        raw_state = span.trace_state
+        trace_state = self._pb_trace_state(raw_state, label) if raw_state else None
         raw_kind = span.kind
         kind = _KIND_BY_CODE.get(raw_kind)
         if kind is None:

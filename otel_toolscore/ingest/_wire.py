@@ -16,11 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from opentelemetry.exporter.otlp.proto.common._internal import (
-    _encode_attributes,
     _encode_instrumentation_scope,
     _encode_resource,
 )
-from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import _encode_span
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
@@ -29,6 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import AttributeValue
 
+from otel_toolscore.ingest._encode import encode_attributes, encode_span
 from otel_toolscore.ingest._utf8 import varint_bytes as _varint
 
 _LEN: Final = 2  # wire type of length-delimited fields
@@ -73,7 +72,7 @@ def append_attributes(wire: bytes, extra: Mapping[str, AttributeValue]) -> bytes
     """``wire`` with the attributes ``extra`` after its own, encoded as the SDK encodes them
     (a value it cannot encode is logged and left out, as there); no key of ``extra`` may be on
     the span already (a repeated key is not a valid OTLP attribute list)."""
-    return wire + PbSpan(attributes=_encode_attributes(extra)).SerializeToString()
+    return wire + encode_attributes(extra)
 
 
 def span_bytes(span: ReadableSpan) -> bytes:
@@ -81,7 +80,7 @@ def span_bytes(span: ReadableSpan) -> bytes:
     wire = getattr(span, "wire", None)
     if wire is not None:
         return wire  # type: ignore[no-any-return]
-    return _encode_span(span).SerializeToString()  # type: ignore[no-any-return]
+    return encode_span(span)
 
 
 def _resource_head(resource: Resource) -> bytes:
