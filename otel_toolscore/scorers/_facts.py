@@ -585,6 +585,24 @@ class FactIndex:
             # only the part the facts came from: substring look-ups stay bounded per text
             self._blob_texts.append(text[:_MAX_TEXT])
 
+    def add_new_texts_lazily(self, queued: list[tuple[str, tuple[Fact, ...] | None]]) -> None:
+        """``add_text(text, lazily=True, facts=facts)`` of each (text, facts), in one loop: for
+        texts the caller knows were never added here and are not empty (``Sources`` gives each of
+        its texts once, and only its texts), dozens per run."""
+        texts, pending_facts, pending_texts, blob = (
+            self._texts, self._pending_facts, self._pending_texts, self._blob_texts)
+        for text, facts in queued:
+            texts.add(text)
+            if len(text) > _MAX_TEXT:
+                self._cut += 1
+                blob.append(text[:_MAX_TEXT])
+            else:
+                blob.append(text)
+            if facts is None:
+                pending_texts.append(text)
+            elif facts:
+                pending_facts.append(facts)
+
     def defer(self, facts: Iterable[Fact]) -> None:
         """``add`` when a look-up first needs them."""
         self._pending_facts.append(facts)
