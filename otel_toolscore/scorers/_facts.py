@@ -349,7 +349,10 @@ _CLOCK_GUARD = re.compile(r"\d:\d\d")
 _CAPS_GUARD = re.compile(r"[A-Z]{2}\d{3}")
 _HASH_GUARD = re.compile(r"#\d{3}")
 _HEX_GUARD = re.compile(r"[0-9a-fA-F]{7}")
-_AMPM_GUARD = re.compile(r"\d.?[aApP]\.?.?[mM]", re.S)  # "5pm", "5 p.m.": a, p and m have no other spelling under re.I
+# "5pm", "5 p.m.": a, p and m have no other spelling under re.I. ``\d.?[aApP]\.?.?[mM]``, begun at
+# the letter, its digit looked behind for: the plain form is tried at every digit, backtracking its
+# ``.?`` each time; this one fails at most letters in one look behind (half the time on an answer)
+_AMPM_GUARD = re.compile(r"[aApP](?:(?<=\d[aApP])|(?<=\d.[aApP]))\.?.?[mM]", re.S)
 _SEP_GUARD = re.compile(r"[-_]\w")
 
 # (pattern, fact maker, needs a digit, needs one of these substrings, needs one of these in
