@@ -506,6 +506,15 @@ def test_fast_fact_patterns_match_what_their_plain_forms_match(text: str) -> Non
         assert _matches(fast, text) == _matches(plain, text), plain.pattern
 
 
+_AMPM_PIECES = ["a", "A", "p", "P", "m", "M", ".", " ", "\n", "5", "٣", "x", "am", "p.m", "5 p. m"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_AMPM_PIECES) | st.sampled_from(_PIECES), max_size=20).map("".join))
+def test_the_am_pm_guard_finds_what_its_plain_form_finds(text: str) -> None:
+    assert (_facts._AMPM_GUARD.search(text) is None) == (facts_oracle.AMPM_GUARD.search(text) is None)
+
+
 @pytest.mark.parametrize("path", TRACE_FILES[::3], ids=paths.trace_id)
 def test_extract_facts_on_fixture_texts(path: Path) -> None:
     for span in read_otlp_json(path):

@@ -349,7 +349,10 @@ _CLOCK_GUARD = re.compile(r"\d:\d\d")
 _CAPS_GUARD = re.compile(r"[A-Z]{2}\d{3}")
 _HASH_GUARD = re.compile(r"#\d{3}")
 _HEX_GUARD = re.compile(r"[0-9a-fA-F]{7}")
-_AMPM_GUARD = re.compile(r"\d.?[aApP]\.?.?[mM]", re.S)  # "5pm", "5 p.m.": a, p and m have no other spelling under re.I
+# "5pm", "5 p.m.": a, p and m have no other spelling under re.I. ``\d.?[aApP]\.?.?[mM]``, begun at
+# the letter, its digit looked behind for: the plain form is tried at every digit, backtracking its
+# ``.?`` each time; this one fails at most letters in one look behind (half the time on an answer)
+_AMPM_GUARD = re.compile(r"[aApP](?:(?<=\d[aApP])|(?<=\d.[aApP]))\.?.?[mM]", re.S)
 _SEP_GUARD = re.compile(r"[-_]\w")
 
 # (pattern, fact maker, needs a digit, needs one of these substrings, needs one of these in
@@ -584,6 +587,24 @@ class FactIndex:
                 self._pending_facts.append(facts)
             # only the part the facts came from: substring look-ups stay bounded per text
             self._blob_texts.append(text[:_MAX_TEXT])
+
+    def add_new_texts_lazily(self, queued: list[tuple[str, tuple[Fact, ...] | None]]) -> None:
+        """``add_text(text, lazily=True, facts=facts)`` of each (text, facts), in one loop: for
+        texts the caller knows were never added here and are not empty (``Sources`` gives each of
+        its texts once, and only its texts), dozens per run."""
+        texts, pending_facts, pending_texts, blob = (
+            self._texts, self._pending_facts, self._pending_texts, self._blob_texts)
+        for text, facts in queued:
+            texts.add(text)
+            if len(text) > _MAX_TEXT:
+                self._cut += 1
+                blob.append(text[:_MAX_TEXT])
+            else:
+                blob.append(text)
+            if facts is None:
+                pending_texts.append(text)
+            elif facts:
+                pending_facts.append(facts)
 
     def defer(self, facts: Iterable[Fact]) -> None:
         """``add`` when a look-up first needs them."""

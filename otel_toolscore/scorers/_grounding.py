@@ -109,11 +109,9 @@ class Sources:
         #: ``verdict`` of each fact asked about
         self._verdicts: dict[Fact, tuple[bool, bool]] = {}
         #: results added whole, by ``_shape``: (the value, own, leaves taken, the amounts
-        #: ``_add_amount`` was given in order). A run's own results come again in the history of
+        #: ``_add_amounts`` was given, in order). A run's own results come again in the history of
         #: its later model requests, and adding one again changes only the budget and amounts.
         self._added: dict[Any, list[tuple[Any, bool, int, list[float]]]] = {}
-        #: the amounts given while a result is added (for ``_added``)
-        self._given: list[float] | None = None
         #: the leaves of the result ``_add_leaves`` walked last, when it walked all of them
         self._walked: list[Leaf] | None = None
         #: the leaves of each of the run's own results (``of``), None where not walked whole
@@ -177,8 +175,8 @@ class Sources:
         """The sources' facts, every text added so far among them (indexed lazily, ``add_text``)."""
         if self._queued:
             queued, self._queued = self._queued, []
-            for text, facts in queued:
-                self._index.add_text(text, lazily=True, facts=facts)
+            # ``add_text`` gives each text once, and never an empty one
+            self._index.add_new_texts_lazily(queued)
         return self._index
 
     def _scan(self) -> None:
@@ -194,28 +192,27 @@ class Sources:
         """Index a result's leaves; they are returned when they were all walked now."""
         shape = _shape(value)
         earlier = self._added.get(shape, ()) if shape is not None else ()
-        for known, known_own, taken, given in earlier:
+        for known, known_own, taken, known_amounts in earlier:
             # The same value added whole before, as the run's own when this one is: every text,
             # number and kind of it is in already; only the budget and the amounts change.
             if (known_own or not own) and taken <= self._budget and _same(known, value):
                 self._budget -= taken
-                for amount in given:
-                    self._add_amount(amount, own)
+                self._add_amounts(known_amounts, own)
                 return None
-        given = []
-        self._given = given
-        try:
-            taken_now = self._add_leaves(value, own)
-        finally:
-            self._given = None
+        given: list[float] = []
+        taken_now = self._add_leaves(value, own, given)
         if taken_now is not None and shape is not None:
             self._added.setdefault(shape, []).append((value, own, taken_now, given))
         walked, self._walked = self._walked, None
         return walked if taken_now is not None else None
 
-    def _add_leaves(self, value: Any, own: bool) -> int | None:
-        """``add_result``; how many leaves it took, or None when the budget ran out."""
+    def _add_leaves(self, value: Any, own: bool, given: list[float] | None = None) -> int | None:
+        """``add_result``; how many leaves it took, or None when the budget ran out. ``given``:
+        where the amounts it added are listed, in order."""
         numbers: list[float] = []
+        #: the amounts met, in order (``_add_amounts`` keeps the first ones)
+        found: list[float] = []
+        has_number = False
         texts = self._texts
         result_kinds, own_kinds = self.result_kinds, self.own_kinds
         # one leaf past the budget says that it ran out: the leaves before it are still taken
@@ -238,8 +235,8 @@ class Sources:
                     result_kinds.update(kinds)
                     if own:
                         own_kinds.update(kinds)
-                for amount in amounts:
-                    self._add_amount(amount, own)
+                if amounts:
+                    found.extend(amounts)
                 continue
             number = float(leaf)
             if number not in self._numbers:
@@ -247,32 +244,39 @@ class Sources:
                 numbers.append(number)
                 if number.is_integer():
                     self._digit_runs.add(str(int(abs(number))))
+            has_number = True
+            if not _is_count(key, number):
+                found.append(number)
+        if has_number:
             result_kinds.add(_NUMBER_KIND)
             if own:
                 own_kinds.add(_NUMBER_KIND)
-            if not _is_count(key, number):
-                self._add_amount(number, own)
         self._defer_numbers(numbers)
+        if not ran_out:
+            found.extend(totals)  # a list's column totals (``walk``: none in a tuple or a string)
+        self._add_amounts(found, own)
+        if given is not None:
+            given.extend(found)
         if ran_out:
             self.complete = False
             return None
-        for total in totals:  # a list's column totals (``walk``: none in a tuple or a string)
-            self._add_amount(total, own)
         return taken
 
     def _defer_numbers(self, numbers: list[float]) -> None:
         if numbers:
             self._index.defer(map(_number_fact, numbers))  # looked up in any order: no need to flush the texts
 
-    def _add_amount(self, value: float, own: bool) -> None:
-        if self._given is not None:
-            self._given.append(value)
+    def _add_amounts(self, values: list[float], own: bool) -> None:
+        """Amounts for totals, in the order given: the first ``_MAX_OPERANDS`` distinct ones."""
+        if not values:
+            return
         amounts = self._own_amounts if own else self._amounts
-        if len(amounts) >= _MAX_OPERANDS:
-            self.amounts_cut = True
-        else:
-            amounts.add(round(abs(float(value)), 2))
-            self._combined = self._own_combined = None
+        for value in values:
+            if len(amounts) >= _MAX_OPERANDS:
+                self.amounts_cut = True
+            else:
+                amounts.add(round(abs(float(value)), 2))
+        self._combined = self._own_combined = None
 
     # -- support ---------------------------------------------------------------------------
 
@@ -404,22 +408,19 @@ def _shape(value: Any) -> Any:
 
 def _same(known: Any, value: Any) -> bool:
     """The two values have the same leaves, in the same order, of the same types: ``==`` alone
-    takes 1 for True or 1.0 and ignores the order of keys; the JSON text tells those apart."""
+    takes 1 for True or 1.0 and ignores the order of keys; their reprs tell those apart (as the
+    JSON texts would, at half the cost). A "no" only costs a walk: adding a value again that
+    was not taken for the same adds what was added already."""
     if known is value:
         return True
     if known != value:
         return False
     if isinstance(value, str):
         return True
-    known_text = _json_text(known)
-    return known_text is not None and known_text == _json_text(value)
-
-
-def _json_text(value: Any) -> str | None:
     try:
-        return json.dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        return None
+        return repr(known) == repr(value)
+    except (RecursionError, ValueError):  # too deep, or an int too long for its repr
+        return False
 
 
 def _answered(value: Any) -> bool:

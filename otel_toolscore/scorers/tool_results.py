@@ -396,8 +396,10 @@ def salient_values(value: Any, limits: list[str] | None = None, what: str = "res
     ``leaves``: all of the value's leaves, as the sources walked them (``Sources.own_leaves``)."""
     found: dict[Any, Salient] = {}
     for leaf in _leaves(value) if leaves is None else (leaf for _, leaf in leaves):
-        # ``_salient_of_leaf``, with a short string (the most common leaf) looked up here
+        # ``_salient_of_leaf``, with a short string and a number (all but a few leaves) looked
+        # up here; a float zero is not (``_salient_of_leaf`` says why)
         items = (_salient_of_short(leaf) if type(leaf) is str and len(leaf) <= _MAX_CACHED_PHRASE
+                 else _salient_of_number(leaf) if type(leaf) is int or (type(leaf) is float and leaf)
                  else _salient_of_leaf(leaf, limits, what))
         for item in items:
             found.setdefault(item.key, item)

@@ -30,3 +30,5 @@ CLOCK_RE = re.compile(
 )
 IDENT_CAPS_RE = re.compile(r"(?<![\w-])[A-Z]{2,}\d{3,}[A-Z0-9]*(?![\w-])")
 SEPARATORS = re.compile(r"[\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^]+|\.(?=\s|$)")
+#: ``_facts._AMPM_GUARD``: a text holds a match of it exactly when it holds one of this
+AMPM_GUARD = re.compile(r"\d.?[aApP]\.?.?[mM]", re.S)
