@@ -13,9 +13,11 @@ distinct) from ``--clients`` threads, and retries a request the server refuses a
 spans per second until every span (plus the evaluation spans) has been exported upstream, which
 includes the last traces' ``decision_wait``; and spans per CPU second of the server process
 (spans/s/core, the issue's measure). The agent spans that came out carrying
-``toolscore.*`` attributes are counted to show the runs were scored.
+``toolscore.*`` attributes are counted to show the runs were scored. The server's garbage
+collector is tuned as the ``serve`` command tunes it (``--server-gc own``) or left at Python's
+settings (``--server-gc default``, as in an app that embeds ``ToolScoreServer``).
 
-    .venv/bin/python -m benchmarks.sidecar [--quick] [--protocols grpc,http]
+    .venv/bin/python -m benchmarks.sidecar [--quick] [--protocols grpc,http] [--server-gc own|default]
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def _thread_cpu() -> dict[str, float]:
     return out
 
 
-def serve(cpu: int, telemetry: str, decision_wait: float, forward_encoding: str, sample_rate: float) -> None:
+def serve(cpu: int, telemetry: str, decision_wait: float, forward_encoding: str, sample_rate: float,
+          own_gc: bool = True) -> None:
     """The server process: start, print the ports, answer ``stats`` lines on stdin."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
@@ -114,6 +117,13 @@ def serve(cpu: int, telemetry: str, decision_wait: float, forward_encoding: str,
     mp, lp, _ = telemetry_providers(telemetry)
     server = ToolScoreServer(span_exporter=exporter, meter_provider=mp, logger_provider=lp, grpc_port=0,
                              http_port=0, decision_wait=decision_wait, default_sample_rate=sample_rate)
+    if own_gc:  # as the `serve` command does (older checkouts: nothing to do)
+        try:
+            from otel_toolscore.runtime._own_process import tune_gc
+        except ImportError:
+            pass
+        else:
+            tune_gc()
     addresses = server.start()
     print(json.dumps({"grpc": addresses.grpc_port, "http": addresses.http_port}), flush=True)
     for line in sys.stdin:
@@ -187,11 +197,12 @@ class _Client:
 
 def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int, telemetry: str,
             decision_wait: float, server_cpu: int, client_cpu: int, rate: float | None,
-            forward_encoding: str = "auto", sample_rate: float = 1.0) -> dict[str, Any]:
+            forward_encoding: str = "auto", sample_rate: float = 1.0, server_gc: str = "own") -> dict[str, Any]:
     """Send every request once (``rate``: offered spans/s, paced; None: as fast as accepted)."""
     server = subprocess.Popen([sys.executable, "-m", "benchmarks.sidecar", "--_serve", str(server_cpu),
                                "--telemetry", telemetry, "--decision-wait", str(decision_wait),
-                               "--forward-encoding", forward_encoding, "--sample-rate", str(sample_rate)],
+                               "--forward-encoding", forward_encoding, "--sample-rate", str(sample_rate),
+                               "--server-gc", server_gc],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env())
     assert server.stdin is not None and server.stdout is not None
     try:
@@ -290,15 +301,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--forward-encoding", choices=("auto", "wire", "sdk", "none"), default="auto")
     ap.add_argument("--sample-rate", type=float, default=1.0,
                     help="default_sample_rate; 0: nothing scored, the cost of receiving and forwarding alone")
+    ap.add_argument("--server-gc", choices=("own", "default"), default="own",
+                    help="own: the collector tuned as the `serve` command tunes it; default: Python's settings")
     ap.add_argument("--_serve", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._serve is not None:
-        serve(args._serve, args.telemetry, args.decision_wait, args.forward_encoding, args.sample_rate)
+        serve(args._serve, args.telemetry, args.decision_wait, args.forward_encoding, args.sample_rate,
+              own_gc=args.server_gc == "own")
         return {}
     n_requests = args.requests or (40 if args.quick else 200)
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0, 1]
     server_cpu, client_cpu = cpus[0], cpus[-1]
     out: dict[str, Any] = {"benchmark": "sidecar", "machine": machine(), "forward_encoding": args.forward_encoding,
+                           "server_gc": args.server_gc,
                            "sample_rate": args.sample_rate, "telemetry": telemetry_providers(args.telemetry)[2],
                            "server_cpu": server_cpu, "client_cpu": client_cpu, "results": []}
     for protocol in args.protocols.split(","):
@@ -308,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             n = n_requests if rate is None else max(4, min(n_requests, int(rate * (2 if args.quick else 6)
                                                                                / (args.runs_per_request * 10))))
             r = measure(protocol, n, args.runs_per_request, args.clients, args.telemetry, args.decision_wait,
-                        server_cpu, client_cpu, rate, args.forward_encoding, args.sample_rate)
+                        server_cpu, client_cpu, rate, args.forward_encoding, args.sample_rate, args.server_gc)
             out["results"].append(r)
             print(f"{protocol:4s} offered {rate_text:>6s} spans/s: {r['spans']} spans, accepted "
                   f"{r['accepted_spans_per_s']:.0f} spans/s, all forwarded after {r['forwarded_s']:.1f} s "

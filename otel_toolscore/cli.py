@@ -344,6 +344,9 @@ def serve(
         if server.upstream is not None:
             print(f"otel-toolscore serve: forwarding to {server.upstream.url} ({server.upstream.protocol})", flush=True)
 
+    from otel_toolscore.runtime._own_process import tune_gc
+
+    tune_gc()  # this process is the sidecar's alone
     try:
         server.serve_forever(on_started=started)
     except (OSError, MissingExtraError) as exc:

@@ -340,3 +340,23 @@ def test_install_takes_the_setting() -> None:
     assert processor is not None and processor.settings.scoring == "process" and processor._remote is not None
     processor.shutdown()
     p.processor.shutdown()
+
+
+def test_the_apps_garbage_collector_is_left_as_it_was_in_both_modes() -> None:
+    # Only processes that are ours alone (the scoring child, `serve`) tune the collector.
+    import gc
+    import subprocess
+    import sys
+
+    before = (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled())
+    for mode in ("thread", "process"):
+        p = Pipeline(scoring=mode)
+        _replay_all(p, FILES[:5])
+        p.processor.shutdown()
+        assert any("toolscore.tool_call_validation.label" in (s.attributes or {}) for s in p.exported())
+        assert (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()) == before, mode
+    own = subprocess.run(
+        [sys.executable, "-c", "import gc; from otel_toolscore.runtime._own_process import GC_GEN0, tune_gc; "
+         "tune_gc(); print(gc.get_threshold()[0] == GC_GEN0 != 700, gc.get_freeze_count() > 0)"],
+        capture_output=True, text=True, check=True)
+    assert own.stdout.split() == ["True", "True"]
