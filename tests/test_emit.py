@@ -5,6 +5,7 @@ off; nothing raises."""
 from __future__ import annotations
 
 import gc
+import logging
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -948,6 +949,23 @@ def test_broken_logger_is_counted_not_raised(
     emitter.emit_events(trajectory, [ACCURACY, VALIDATION])
     assert emit_errors(reader) == {"events": 2}  # one per score: the second still tried
 
+
+
+def test_a_failing_output_warns_once_then_logs_at_debug(
+    meter_provider: MeterProvider, trajectory: Trajectory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A broken output fails on every run: one warning says so, the rest go to debug.
+    emitter = Emitter(
+        ToolScoreSettings(),
+        meter_provider=meter_provider,
+        logger_provider=_BrokenLoggerProvider(),  # type: ignore[arg-type]
+    )
+    with caplog.at_level(logging.DEBUG, logger="otel_toolscore"):
+        for _ in range(3):
+            emitter.emit_events(trajectory, [ACCURACY])
+    failed = [r for r in caplog.records if r.getMessage() == "otel-toolscore: emitting events failed"]
+    assert [r.levelno for r in failed] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    assert all(r.exc_info for r in failed)
 
 def test_bad_trajectory_ids_are_counted_not_raised(
     make_emitter: Any, reader: InMemoryMetricReader, log_exporter: InMemoryLogRecordExporter

@@ -339,15 +339,21 @@ class Preparer:
         self._log_failure(output)
 
     def _log_failure(self, output: str) -> None:
-        try:
-            if output not in self._warned:
-                self._warned.add(output)
-                _log.warning("otel-toolscore: emitting %s failed", output, exc_info=True)
-            else:
-                _log.debug("otel-toolscore: emitting %s failed", output, exc_info=True)
-        except Exception:  # noqa: BLE001 - the error path itself must not raise either
-            pass
+        log_failure_once(_log, self._warned, output)
 
+
+
+def log_failure_once(log: logging.Logger, warned: set[str], output: str) -> None:
+    """Log the exception being handled: a warning the first time ``output`` fails, then at debug
+    level (a broken output fails on every run; one warning says so)."""
+    try:
+        if output not in warned:
+            warned.add(output)
+            log.warning("otel-toolscore: emitting %s failed", output, exc_info=True)
+        else:
+            log.debug("otel-toolscore: emitting %s failed", output, exc_info=True)
+    except Exception:  # noqa: BLE001 - the error path itself must not raise either
+        pass
 
 class _Unexplained(Exception):
     """The score's explanation could not be worked out (logged where it was)."""

@@ -59,6 +59,7 @@ from otel_toolscore.outputs._prepare import (
     Emission,
     Preparer,
     label_of,
+    log_failure_once,
     number,
     truncate,
 )
@@ -348,14 +349,7 @@ class Emitter:
 
     def _failed(self, output: str) -> None:
         """Count (and log once per output) an exception caught while emitting."""
-        try:
-            if output not in self._warned:
-                self._warned.add(output)
-                _log.warning("otel-toolscore: emitting %s failed", output, exc_info=True)
-            else:
-                _log.debug("otel-toolscore: emitting %s failed", output, exc_info=True)
-        except Exception:  # noqa: BLE001 - the error path itself must not raise either
-            pass
+        log_failure_once(_log, self._warned, output)
         self._count_failure(output)
 
     def _count_failure(self, output: str) -> None:
