@@ -32,7 +32,7 @@ from otel_toolscore.conventions import (
     vercel_ai,
 )
 from otel_toolscore.conventions._unread import note_unused_content
-from otel_toolscore.conventions.base import Attributes, Convention, Role, SpanFacts, Stated, ToolExecution
+from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
     LONG_TEXT as _LONG_TEXT,
 )
@@ -45,7 +45,6 @@ from otel_toolscore.conventions.parsing import (
     shared_memo,
     stop_collecting,
     text_may_hold_surrogates,
-    unread_so_far,
 )
 
 #: most specific first: the first convention that states a role decides it
@@ -126,9 +125,8 @@ def _kind(role: Stated | None) -> str | None:
     return None if not role else "agent" if role == "agent" else "genai"
 
 
-#: ``_stated_role(attrs)``: the role a span states outright (``_STATED``, in order), if it does
-_stated_role: Callable[[Attributes], Role | None] = _compile_stated(_STATED)
-#: the same table answering with ``classify``'s words ("agent", "genai"), for the hot path
+#: the role a span states outright (``_STATED``, in order), in ``classify``'s words ("agent",
+#: "genai"), for the hot path (``_read`` asks ``_Keys.stated``: the entries whose key a set holds)
 _stated_kind: Callable[[Attributes], str | None] = _compile_stated(
     [(key, {value: "agent" if role == "agent" else "genai" for value, role in roles.items() if role}, _kind(default))
      for key, roles, default in _STATED]
@@ -139,13 +137,17 @@ class _Keys:
     """What a span's set of attribute keys alone tells ``read_span``, worked out once per set:
     an emitter writes the same few key sets on span after span."""
 
-    __slots__ = ("expectations", "gated", "may_hold_surrogates")
+    __slots__ = ("expectations", "gated", "may_hold_surrogates", "stated")
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         self.gated = _gated_by_keys(keys)
         #: the ``toolscore.*`` keys, in the span's order
         self.expectations = tuple(k for k in keys if k.startswith(sc.TOOLSCORE_PREFIX))
         self.may_hold_surrogates = not all(map(str.isascii, keys)) and any(map(may_hold_surrogates, keys))
+        #: the entries of ``_STATED`` whose key the set holds, in order: the role a span states
+        #: outright is asked of these alone
+        present = frozenset(keys)
+        self.stated = tuple(entry for entry in _STATED if entry[0] in present)
 
 
 _KEY_SETS: dict[tuple[str, ...], _Keys] = {}
@@ -185,7 +187,7 @@ def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
     ids: dict[int, str] = {}  # each id formatted once: a parent's is every child's parent_id
     try:
         with shared_memo():
-            return [_read(s, i, ids) for i, s in enumerate(spans)]
+            return [_read(s, i, ids, unread) for i, s in enumerate(spans)]
     finally:
         stop_collecting(token)
 
@@ -199,7 +201,12 @@ def _service_name(span: ReadableSpan) -> str | None:
 
 def read_span(span: ReadableSpan, order: int = 0) -> SpanFacts:
     """Read one span with every convention. Never raises: a reader failure is a recorded problem."""
-    return _read(span, order, {})
+    unread: list[tuple[Any, str]] = []
+    token = collect_unread(unread)
+    try:
+        return _read(span, order, {}, unread)
+    finally:
+        stop_collecting(token)
 
 
 def _hex_id(span_id: int, ids: dict[int, str]) -> str:
@@ -209,8 +216,9 @@ def _hex_id(span_id: int, ids: dict[int, str]) -> str:
     return text
 
 
-def _read(span: ReadableSpan, order: int, ids: dict[int, str]) -> SpanFacts:
-    """``read_span``, with the ids formatted so far in the span's trace."""
+def _read(span: ReadableSpan, order: int, ids: dict[int, str], unread: list[tuple[Any, str]]) -> SpanFacts:
+    """``read_span``, with the ids formatted so far in the span's trace; values left unread for
+    their size or depth are listed in ``unread`` (``collect_unread``) while the span is read."""
     ctx = span.context
     parent = span.parent
     name = span.name or ""
@@ -226,33 +234,29 @@ def _read(span: ReadableSpan, order: int, ids: dict[int, str]) -> SpanFacts:
     raw = _lookup_attributes(span)
     # Read-only for the readers; a proxy of a plain dict answers get/in in C.
     attrs: Attributes = MappingProxyType(raw) if type(raw) is dict else (raw or {})
-    # what the span states outright decides its role; else the first convention that states one
-    facts.role = _stated_role(attrs)
     keys = _keys_of(attrs)
+    # what the span states outright decides its role (the first entry of ``_STATED`` that answers
+    # one); else the first convention that states one
+    for stated_key, answers, default in keys.stated:
+        value = attrs[stated_key]
+        if value is not None:
+            answer = answers.get(value, default)
+            if answer:
+                facts.role = answer
+                break
     # (the key set's answer, known already, unless the name adds conventions of its own)
     gated = (keys.gated or ()) if not name.startswith(_GATE_NAMES) else _gated(name, raw)
-    # values left unread for their size or depth, listed from ``first`` on while this span is read
-    # (read_trace collects for all its spans; a span read alone collects its own)
-    unread = unread_so_far()
-    token = None
-    if unread is None:
-        unread = []
-        token = collect_unread(unread)
     first = len(unread)
-    try:
-        for convention in gated:
-            try:
-                stated = convention.detect(span, attrs)
-                if stated is None:
-                    continue
-                if stated:
-                    facts.set_role(stated)
-                convention.read(span, attrs, facts, stated)
-            except Exception as exc:  # noqa: BLE001 - one bad attribute must not lose the trace
-                facts.problem(f"{convention.name} reader failed: {type(exc).__name__}: {exc}")
-    finally:
-        if token is not None:
-            stop_collecting(token)
+    for convention in gated:
+        try:
+            stated = convention.detect(span, attrs)
+            if stated is None:
+                continue
+            if stated:
+                facts.set_role(stated)
+            convention.read(span, attrs, facts, stated)
+        except Exception as exc:  # noqa: BLE001 - one bad attribute must not lose the trace
+            facts.problem(f"{convention.name} reader failed: {type(exc).__name__}: {exc}")
     if len(unread) > first:
         for value, why in unread[first:]:
             # Values left unread for their size or depth: named by attribute when they are one.
