@@ -660,6 +660,23 @@ def messages_from_list(items: Any) -> list[Message]:
 
 
 def message_from(item: Any) -> Message | None:
+    if type(item) is dict and item.keys() <= _PARTS_MESSAGE_KEYS:
+        parts = item.get("parts")
+        if type(parts) is list:
+            # The GenAI semconv's message, which every history repeats: with only these keys,
+            # none of the other shapes below can be there (``_any_message_from`` is the long way).
+            msg = Message(role=norm_role(item.get("role")), finish_reason=opt_str(item.get("finish_reason")))
+            _apply_parts(msg, parts)
+            return msg
+    return _any_message_from(item)
+
+
+#: the keys of the GenAI semconv's message (``message_from``'s first shape)
+_PARTS_MESSAGE_KEYS = frozenset({"role", "parts", "finish_reason"})
+
+
+def _any_message_from(item: Any) -> Message | None:
+    """``message_from`` for an item of any shape."""
     if type(item) is not dict:
         if isinstance(item, str):
             return Message(role="user", content=item)

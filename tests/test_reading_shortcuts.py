@@ -1,0 +1,88 @@
+"""Reading's per-span and per-message shortcuts give exactly what the long ways give.
+
+* ``message_from`` builds the GenAI semconv's message (only ``role``, ``parts``,
+  ``finish_reason``) without asking for the other shapes: it must equal ``_any_message_from``,
+  which asks for every shape, on any item with those keys.
+* ``read_span`` asks only the ``_STATED`` entries whose key the span's key set holds: the role it
+  states must be the one the whole table, asked in order, gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext, TraceFlags
+
+import otel_toolscore.conventions as conventions
+from otel_toolscore.conventions import parsing as p
+from otel_toolscore.conventions import read_span
+
+_scalar = st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=8)
+_role = st.sampled_from(["system", "user", "assistant", "tool", "human", "AI", "model", " Tool ", ""]) | _scalar
+_arguments = st.dictionaries(st.text("xyz", max_size=3), _scalar, max_size=2) | st.text("{}:\"ab1", max_size=12)
+_part = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "tool_call", "tool_call_response", "input_text", "", "image", "tool-call"])},
+    optional={
+        "content": _scalar, "text": _scalar, "id": _scalar | st.text("abc123", min_size=1, max_size=4),
+        "name": _scalar | st.sampled_from(["get_weather", "send_email"]), "arguments": _arguments,
+        "response": _scalar | st.text("{}\":a1[]", max_size=12), "is_error": st.booleans(),
+        "toolUse": st.fixed_dictionaries({"name": st.text(max_size=4), "input": _arguments}),
+    },
+)
+_parts = st.lists(_part | st.text(max_size=6) | st.integers() | st.none(), max_size=4)
+_semconv_message = st.fixed_dictionaries(
+    {}, optional={"role": _role, "parts": _parts | _scalar, "finish_reason": _scalar})
+
+
+def _outcome(build: Any, item: Any) -> Any:
+    """What ``build(item)`` gives, or the type of what it raised (a reader's failure is recorded
+    as a problem: the shortcut must fail where the long way fails)."""
+    try:
+        return build(item)
+    except Exception as exc:  # noqa: BLE001 - compared, not hidden
+        return type(exc)
+
+
+@settings(max_examples=500, deadline=None)
+@given(item=_semconv_message)
+def test_a_semconv_message_is_built_as_the_long_way_builds_it(item: dict[str, Any]) -> None:
+    assert _outcome(p.message_from, item) == _outcome(p._any_message_from, item)
+
+
+@settings(max_examples=100, deadline=None)
+@given(item=_semconv_message, other=st.sampled_from(["content", "type", "lc", "data", "tool_calls", "name"]),
+       value=_scalar | st.just(1) | st.just({"role": "user"}) | st.just([{"type": "text", "text": "x"}]))
+def test_a_message_with_another_key_takes_the_long_way(item: dict[str, Any], other: str, value: Any) -> None:
+    item = {**item, other: value}
+    assert _outcome(p.message_from, item) == _outcome(p._any_message_from, item)
+
+
+def _stated_the_long_way(attrs: dict[str, Any]) -> Any:
+    for key, answers, default in conventions._STATED:
+        value = attrs.get(key)
+        if value is not None:
+            answer = answers.get(value, default)
+            if answer:
+                return answer
+    return None
+
+
+_STATED_KEYS = sorted({key for key, _, _ in conventions._STATED})
+_STATED_VALUES = sorted({v for _, answers, _ in conventions._STATED for v in answers}) + ["other", "?"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(attrs=st.dictionaries(st.sampled_from([*_STATED_KEYS, "x.other", "gen_ai.request.model"]),
+                             st.sampled_from(_STATED_VALUES) | st.integers(0, 2), max_size=4))
+def test_a_span_states_the_role_the_whole_table_gives(attrs: dict[str, Any]) -> None:
+    span = ReadableSpan(name="span", context=SpanContext(1, 2, False, TraceFlags(1)), attributes=attrs)
+    expected = _stated_the_long_way(attrs)
+    facts = read_span(span)
+    if expected is not None:
+        assert facts.role == expected
+    # the hot path's classify says the same of it
+    kind = conventions._stated_kind(attrs)
+    assert kind == (None if expected is None else "agent" if expected == "agent" else "genai")
