@@ -476,6 +476,6 @@ def shared_memo() -> Iterator[ReadMemo]:
     memo.keep_for_later_traces()
 
 
-def current() -> ReadMemo | None:
-    """The ``ReadMemo`` of the trace being read (``shared_memo``), if any."""
-    return _memo.get()
+#: ``current()``: the ``ReadMemo`` of the trace being read (``shared_memo``), if any (the
+#: context variable's own ``get``: the readers ask for it a few times per span)
+current: Callable[[], ReadMemo | None] = _memo.get

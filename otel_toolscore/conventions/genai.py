@@ -211,7 +211,16 @@ def _messages(value: Any, facts: SpanFacts, attr: str) -> list[Message]:
 
 
 def _convert_messages(items: list[Any]) -> list[Message]:
-    return [_repr_tool_calls(m) for m in p.messages_from_list(items)]
+    # (``messages_from_list`` and ``_repr_tool_calls`` in one pass: a history's new items are few,
+    # and the calls around them cost as much as their conversion)
+    message_from = p.message_from
+    out = []
+    for item in items:
+        msg = message_from(item)
+        if msg is not None:
+            out.append(msg if msg.role != "assistant" or not msg.content or "ToolCall(" not in msg.content
+                       else _repr_tool_calls(msg))
+    return out
 
 
 def _repr_tool_calls(msg: Message) -> Message:
