@@ -86,3 +86,32 @@ def test_a_span_states_the_role_the_whole_table_gives(attrs: dict[str, Any]) -> 
     # the hot path's classify says the same of it
     kind = conventions._stated_kind(attrs)
     assert kind == (None if expected is None else "agent" if expected == "agent" else "genai")
+
+
+_json_value = st.recursive(_scalar, lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text("abxy", max_size=3), inner, max_size=3), max_leaves=12)
+_plain_call = st.fixed_dictionaries(
+    {"type": st.just("tool_call")},
+    optional={
+        "id": _scalar | st.text("abc123", min_size=1, max_size=4),
+        "name": _scalar | st.sampled_from(["get_weather", "send_email"]),
+        "arguments": _json_value | st.dictionaries(
+            st.sampled_from(["input_str", "args", "kwargs", "tags", "location", "x" * 190]), _json_value, max_size=3),
+    },
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(part=_plain_call)
+def test_a_plain_tool_call_part_is_read_as_the_long_way_reads_it(part: dict[str, Any]) -> None:
+    assert _outcome(p._plain_call, part) == _outcome(p.tool_call_from, part)
+
+
+def test_deep_arguments_in_a_plain_call_are_left_unread_as_the_long_way_leaves_them() -> None:
+    deep: Any = "leaf"
+    for _ in range(p.MAX_DEPTH + 2):
+        deep = {"a": deep}
+    part = {"type": "tool_call", "id": "c1", "name": "f", "arguments": deep}
+    call = p._plain_call(part)
+    assert call is not None and call.arguments is None
+    assert _outcome(p._plain_call, part) == _outcome(p.tool_call_from, part)

@@ -768,8 +768,19 @@ def _plain_call(part: Mapping[str, Any]) -> ToolCallRequest | None:
     name, call_id = part.get("name"), part.get("id")
     if not name or not call_id:
         return tool_call_from(part)
-    parsed, raw, _problem = parse_arguments(part.get("arguments"))
+    arguments = part.get("arguments")
+    if type(arguments) is dict and _WRAPPER_MARKS.isdisjoint(arguments):
+        # ``parse_arguments`` of an object that no wrapper's keys mark (``unwrap_arguments``),
+        # written too short to nest deeper than ``MAX_DEPTH``: every model's call in a history
+        raw = as_text(arguments)
+        if raw is not None and len(raw) < _SHALLOW_TEXT and raw is not _TOO_DEEP_TEXT:
+            return ToolCallRequest(id=str(call_id), name=str(name), arguments=dict(arguments), arguments_raw=raw)
+    parsed, raw, _problem = parse_arguments(arguments)
     return ToolCallRequest(id=str(call_id), name=str(name), arguments=parsed, arguments_raw=raw)
+
+
+#: the keys ``unwrap_arguments`` looks for first: arguments without them are their own
+_WRAPPER_MARKS = frozenset({"input_str", "args"})
 
 
 def _plain_result(part: Mapping[str, Any]) -> ToolResultPart:
