@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -115,3 +116,26 @@ def test_deep_arguments_in_a_plain_call_are_left_unread_as_the_long_way_leaves_t
     call = p._plain_call(part)
     assert call is not None and call.arguments is None
     assert _outcome(p._plain_call, part) == _outcome(p.tool_call_from, part)
+
+
+# --- the search for escapes of lone surrogates ---------------------------------------------------
+
+_escape_piece = st.sampled_from(["\\ud83d", "\\ude00", "\\uDBFF", "\\\\", "ud83d", "a", "\\u00e9"])
+
+
+@settings(max_examples=1000, deadline=None)
+@given(pieces=st.lists(_escape_piece, min_size=1, max_size=8))
+def test_a_json_text_that_decodes_to_a_lone_surrogate_is_found(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    decoded = json.loads(f'"{text}"')
+    # (json decodes an escaped pair to one character: a surrogate left over is a lone one)
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in decoded):
+        assert p.may_hold_surrogates(text)
+        assert p.may_hold_surrogates(f'["{text}"]')
+
+
+def test_a_low_half_after_an_escaped_backslash_and_text_like_a_high_half_is_lone() -> None:
+    text = '"\\\\ud83d\\ude00"'  # an escaped backslash, the text "ud83d", a lone low half
+    assert "\udc00" <= json.loads(text)[-1] <= "\udfff"
+    assert p.may_hold_surrogates(text)
+    assert not p.may_hold_surrogates('"\\ud83d\\ude00"')  # a pair

@@ -31,10 +31,13 @@ def json_value(text: str) -> Any:
 # --- text UTF-8 cannot carry ------------------------------------------------------------------
 
 #: a JSON escape of a lone surrogate half (JavaScript truncating a string inside an emoji); a
-#: high half followed by a low one is a valid pair (json.dumps writes every emoji that way)
+#: high half followed by a low one is a valid pair (json.dumps writes every emoji that way), unless
+#: a backslash comes right before the high half's: ``\\ud83d`` may be an escaped backslash and the
+#: text ``ud83d``, and the low half after it then lone (taken as lone when it is not, a pair has
+#: the span's strings cleaned, where there is nothing to clean).
 _SURROGATE_ESCAPE = re.compile(
     r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
-    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|(?<![^\\]\\u[dD][89abAB][0-9a-fA-F]{2})(?<!^\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 )
 
 
