@@ -139,3 +139,29 @@ def test_a_low_half_after_an_escaped_backslash_and_text_like_a_high_half_is_lone
     assert "\udc00" <= json.loads(text)[-1] <= "\udfff"
     assert p.may_hold_surrogates(text)
     assert not p.may_hold_surrogates('"\\ud83d\\ude00"')  # a pair
+
+
+# --- a tool span's arguments and result written as a short JSON object ----------------------------
+
+_object_key = st.sampled_from(["location", "input_str", "args", "kwargs", "type", "content", "toolResult", "response",
+                               "name", "isError", "raw_output", "tool_name", "error", "status", "lc", "output", "x"])
+_object = st.dictionaries(_object_key, _json_value, max_size=4)
+_object_text = st.one_of(
+    _object.map(json.dumps),
+    _object.map(lambda o: json.dumps(o, separators=(",", ":"))),
+    _object.map(repr),  # a Python repr: not JSON, read by ast
+    st.text("{}\"a:1,[] ", max_size=12).map(lambda t: "{" + t + "}"),
+    st.just("{" + '"a":' * 60 + "1" + "}" * 60),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_object_text)
+def test_short_object_arguments_are_read_as_the_long_way_reads_them(text: str) -> None:
+    assert _outcome(p.parse_arguments, text) == _outcome(p._parse_arguments, text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_object_text)
+def test_a_short_object_result_is_read_as_the_long_way_reads_it(text: str) -> None:
+    assert _outcome(p._read_result, text) == _outcome(p._any_result, text)

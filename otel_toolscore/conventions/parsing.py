@@ -309,6 +309,25 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
     """Tool-call arguments in any shape → (parsed object or None, raw text, problem or None)."""
     if value is None:
         return None, None, None
+    if type(value) is str and len(value) < _SHALLOW_TEXT and value[:1] == "{" and value[-1:] == "}":
+        # JSON object text, too short to nest deeper than ``MAX_DEPTH``: a tool span's arguments
+        parsed = _json_object(value)
+        if parsed is not None and _WRAPPER_MARKS.isdisjoint(parsed):
+            return parsed, value, None
+    return _parse_arguments(value)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """``json_value(text)`` when it is an object, else None (the caller reads the text the long way)."""
+    try:
+        parsed = json_value(text)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if type(parsed) is dict else None
+
+
+def _parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
+    """``parse_arguments`` of any value."""
     raw = as_text(value)
     if type(value) is not str and _is_mapping(value):
         parsed: Any = dict(value)
@@ -372,6 +391,17 @@ def read_result(value: Any) -> ResultRead:
 
 
 def _read_result(value: Any) -> ResultRead:
+    if type(value) is str and len(value) < _SHALLOW_TEXT and value[:1] == "{" and value[-1:] == "}":
+        # JSON object text, too short to nest deeper than ``MAX_DEPTH``, of no envelope's keys
+        # (``_envelope``): what most tools return
+        parsed = _json_object(value)
+        if parsed is not None and _ENVELOPE_KEYS.isdisjoint(parsed):
+            return ResultRead(parsed, value, None)
+    return _any_result(value)
+
+
+def _any_result(value: Any) -> ResultRead:
+    """``_read_result`` of any value."""
     if value is None:
         return ResultRead(None, None, None)
     raw = as_text(value)
