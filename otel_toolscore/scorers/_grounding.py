@@ -432,11 +432,23 @@ class ClaimSources:
         amounts = [0, 0]  # amounts given for totals: earlier turns', own (``_MAX_OPERANDS`` each)
         facts: list[Fact] = []
         own_leaves: list[list[Leaf] | None] = []
+        #: the own results tallied, by ``_shape``: (the value, its leaves, its amounts). The
+        #: history repeats them (``Sources.add_result``): the same leaves count the same again.
+        tallied: dict[Any, list[tuple[Any, int, int]]] = {}
         for text, value, own in source_items(*self._run):
             if text is not None:
                 if len(text) > MAX_TEXT:
                     return False
                 continue
+            shape = _shape(value)
+            if not own and shape in tallied:
+                known = next((entry for entry in tallied[shape] if _same(entry[0], value)), None)
+                if known is not None:
+                    budget -= known[1]
+                    amounts[0] += known[2]
+                    if budget < 0 or amounts[0] > _MAX_OPERANDS:
+                        return False
+                    continue
             leaves, totals = walk(value, budget + 1)
             budget -= len(leaves)
             if budget < 0:
@@ -463,6 +475,8 @@ class ClaimSources:
                 return False
             if own:
                 own_leaves.append(leaves)
+                if shape is not None:
+                    tallied.setdefault(shape, []).append((value, len(leaves), given))
         self.own_leaves = own_leaves
         self._quick = FactIndex(facts)
         return True

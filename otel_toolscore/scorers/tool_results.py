@@ -732,7 +732,7 @@ class ToolResultVerification(Scorer):
             if contradiction:
                 issues.append(contradiction)
             if not no_output:
-                used = sum(1 for item in salient if response.uses(item))
+                used = _used(response, salient)
                 issues.extend(_integration_issues(used, len(salient)))
             else:
                 used = 0
@@ -945,6 +945,20 @@ def _contradicts(message: str, response: Response, result: str, failure: bool = 
 
 def _shown(value: Any) -> str:
     return value if isinstance(value, str) else str(small_json(value))
+
+
+def _used(response: Response, salient: list[Salient]) -> int:
+    """How many of the values the response uses, counted only as far as ``_integration_issues``
+    and ``integrated`` tell counts apart: once one value in two is used (and at least one),
+    neither an issue nor its message depends on how many more are, so the rest are not compared."""
+    enough = max(1, (len(salient) + 1) // 2)  # the least ``used`` with 2 * used >= total, at least 1
+    used = 0
+    for item in salient:
+        if response.uses(item):
+            used += 1
+            if used >= enough:
+                break
+    return used
 
 
 def _integration_issues(used: int, total: int) -> list[Issue]:
