@@ -20,7 +20,8 @@ from tests.support.trajectory_factory import make_call, make_trajectory
 
 # what results hold: amounts, counts, measures, dates, times, ids, percentages, next-day times
 _TEXTS = st.sampled_from([
-    "$1,234.50", "€85", "120 USD", "72°F", "20 °C", "12 km", "5 miles", "2025-06-14", "June 14, 2025", "14 June",
+    "$1,234.50", "€85", "120 USD", "72°F", "20 °C", "12 km", "5 miles", "48 km", "33 kg",
+    "61 mph", "27 hours", "4.5 miles", "$19.99", "2025-06-14", "June 14, 2025", "14 June",
     "03/04/2025", "20:15", "09:45", "7:30 pm", "01:00:00+1", "15%", "0.15", "BE571", "gift_card_7091239", "#1042",
     "ord-2231-x", "a1b2c3d4e5", "mia@example.com", "https://example.com/r/77", "partly cloudy", "3 passengers",
     "the total price is 375", "-114", "1.2 million", "ending in 1784", "",
@@ -29,6 +30,7 @@ _TEXTS = st.sampled_from([
 _NUMBERS = st.one_of(st.sampled_from([0, 1, 2, 3, 10, 11, 12.5, 85, 120, 130, -114, 375, 1000, 1784, 2025,
                                       7091239, 68.4, 0.15, 10**400]),
                      st.integers(-5000, 5000), st.floats(-1e4, 1e4, allow_nan=False).map(lambda v: round(v, 2)))
+_UNITS = st.sampled_from(["", "°F", " °C", " km", " kg", " miles", "%", " USD", " dollars", " hours"])
 _LEAF = st.one_of(_NUMBERS, _TEXTS, st.sampled_from([True, False, None]))
 _KEYS = st.sampled_from(["price", "price_usd", "total", "amount", "seats", "count", "id", "date", "departs",
                          "temperature", "balance", "2025-06-14", "status"])
@@ -56,6 +58,13 @@ def _runs(draw: st.DrawFn) -> Trajectory:
     earlier = draw(st.lists(_VALUE, max_size=3))
     texts = [t for value in own + earlier for t in _leaf_texts(value)]
     numbers = [float(t) for t in texts if _is_number(t)]
+    # what the results' texts state as numbers (measures, amounts, years): restated in another unit
+    stated = [f.value for t in texts for f in _facts.facts_of(t)
+              if f.kind in ("number", "money", "percentage", "year") and _grounding.finite(f.value)]
+    # and what they state in a unit or as money, year or percentage (a number of another
+    # dimension than the answer's does not support it)
+    measured = [f.value for t in texts for f in _facts.facts_of(t)
+                if (f.unit or f.kind != "number") and _grounding.finite(f.value)]
     pieces = st.one_of(
         st.sampled_from(texts) if texts else _TEXTS,
         st.sampled_from(numbers).map(lambda n: f"${n:,.2f}") if numbers else _TEXTS,
@@ -64,6 +73,8 @@ def _runs(draw: st.DrawFn) -> Trajectory:
         st.tuples(st.sampled_from(numbers), st.sampled_from(numbers)).map(lambda p: f"{p[0] + p[1]:g} in total")
         if numbers else _TEXTS,
         st.sampled_from(numbers).map(lambda n: f"{n * 3:g} for 3") if numbers else _TEXTS,
+        st.tuples(st.sampled_from(stated), _UNITS).map(lambda p: f"{p[0]:g}{p[1]}") if stated else _TEXTS,
+        st.tuples(st.sampled_from(measured), _UNITS).map(lambda p: f"{p[0]:g}{p[1]}") if measured else _TEXTS,
         _TEXTS,
         _NUMBERS.map(str),
     )

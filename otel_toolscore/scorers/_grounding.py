@@ -400,8 +400,10 @@ class ClaimSources:
     def __init__(self, trajectory: Trajectory, calls: list[ToolCall], results: list[Any], answered: list[bool]) -> None:
         self._run = (trajectory, calls, results, answered)
         self._sources: Sources | None = None
-        #: the facts of the own results' leaves (None: not tallied, ``sources`` decides)
+        #: the facts of the own results' leaves (None: not tallied, ``sources`` decides), and
+        #: each one's (kind, value, a number's unit), for a claim stated as it is
         self._quick: FactIndex | None = None
+        self._quick_keys: set[tuple[str, Any, str | None]] = set()
         self._verdicts: dict[Fact, tuple[bool, bool]] = {}
         self.complete = True
         self.amounts_cut = False
@@ -478,7 +480,9 @@ class ClaimSources:
                 if shape is not None:
                     tallied.setdefault(shape, []).append((value, len(leaves), given))
         self.own_leaves = own_leaves
-        self._quick = FactIndex(facts)
+        self._quick_keys = {(f.kind, f.value, f.unit if f.kind == "number" else None) for f in facts}
+        self._quick = FactIndex()
+        self._quick.defer(facts)
         return True
 
     def verdict(self, fact: Fact) -> tuple[bool, bool]:
@@ -486,9 +490,24 @@ class ClaimSources:
         known = self._verdicts.get(fact)
         if known is None:
             quick = self._quick
-            known = (False, False) if quick is not None and quick.contains(fact) else self.sources.verdict(fact)
+            known = ((False, False) if quick is not None and (self._stated(fact) or quick.contains(fact))
+                     else self.sources.verdict(fact))
             self._verdicts[fact] = known
         return known
+
+    def _stated(self, fact: Fact) -> bool:
+        """An own result states the fact as it is (most claims restate a value): what
+        ``FactIndex.contains`` finds first, without indexing. A number with a unit needs a source
+        number of its dimension or a bare one; an amount, a year or a percentage any number of
+        that value but one measured in a unit (``FactIndex._same_dimension``)."""
+        kind, value, keys = fact.kind, fact.value, self._quick_keys
+        if kind == "number":
+            return (kind, value, fact.unit) in keys or (fact.unit is not None and (kind, value, None) in keys)
+        if kind in _NUMERIC:  # money, percentage (``_NUMERIC``) or a year, against bare numbers
+            return (kind, value, None) in keys or ("number", value, None) in keys
+        if kind == "year":
+            return (kind, value, None) in keys or ("number", value, None) in keys
+        return (kind, value, None) in keys
 
 
 def same_kind(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:
