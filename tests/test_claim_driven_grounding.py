@@ -64,7 +64,8 @@ def _runs(draw: st.DrawFn) -> Trajectory:
     # and what they state in a unit or as money, year or percentage (a number of another
     # dimension than the answer's does not support it)
     measured = [f.value for t in texts for f in _facts.facts_of(t)
-                if (f.unit or f.kind != "number") and _grounding.finite(f.value)]
+                if f.kind in ("number", "money", "percentage", "year") and (f.unit or f.kind != "number")
+                and _grounding.finite(f.value)]
     pieces = st.one_of(
         st.sampled_from(texts) if texts else _TEXTS,
         st.sampled_from(numbers).map(lambda n: f"${n:,.2f}") if numbers else _TEXTS,
