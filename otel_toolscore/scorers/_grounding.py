@@ -400,10 +400,12 @@ class ClaimSources:
     def __init__(self, trajectory: Trajectory, calls: list[ToolCall], results: list[Any], answered: list[bool]) -> None:
         self._run = (trajectory, calls, results, answered)
         self._sources: Sources | None = None
-        #: the facts of the own results' leaves (None: not tallied, ``sources`` decides), and
-        #: each one's (kind, value, a number's unit), for a claim stated as it is
-        self._quick: FactIndex | None = None
+        #: the facts of the own results' leaves (None: not tallied, ``sources`` decides), each
+        #: one's (kind, value, a number's unit) for a claim stated as it is, and their index
+        #: (made for the first claim not stated as it is)
+        self._own_facts: list[Fact] | None = None
         self._quick_keys: set[tuple[str, Any, str | None]] = set()
+        self._quick: FactIndex | None = None
         self._verdicts: dict[Fact, tuple[bool, bool]] = {}
         self.complete = True
         self.amounts_cut = False
@@ -480,20 +482,24 @@ class ClaimSources:
                 if shape is not None:
                     tallied.setdefault(shape, []).append((value, len(leaves), given))
         self.own_leaves = own_leaves
+        self._own_facts = facts
         self._quick_keys = {(f.kind, f.value, f.unit if f.kind == "number" else None) for f in facts}
-        self._quick = FactIndex()
-        self._quick.defer(facts)
         return True
 
     def verdict(self, fact: Fact) -> tuple[bool, bool]:
         """``Sources.verdict``: a claim found among the own results' facts is supported."""
         known = self._verdicts.get(fact)
         if known is None:
-            quick = self._quick
-            known = ((False, False) if quick is not None and (self._stated(fact) or quick.contains(fact))
+            known = ((False, False) if self._own_facts is not None and (self._stated(fact) or self._in_own(fact))
                      else self.sources.verdict(fact))
             self._verdicts[fact] = known
         return known
+
+    def _in_own(self, fact: Fact) -> bool:
+        """The own results' facts support the fact, as the whole sources' index would."""
+        if self._quick is None:
+            self._quick = FactIndex(self._own_facts or ())
+        return self._quick.contains(fact)
 
     def _stated(self, fact: Fact) -> bool:
         """An own result states the fact as it is (most claims restate a value): what
