@@ -16,6 +16,12 @@ the sources says it (precision first: a flag pages a person):
 * a total or difference of two amounts of the conversation's results, or of three of the run's
   own, a count times an amount, or the total of one field over a list (a fare's flight prices);
 * a date one day after a source date, when a source time is marked as the next day ("+1").
+
+The check is claim-driven (``ClaimSources``): an answer states a handful of facts, nearly all
+restated from the run's own results, so each is looked up first among those results' facts
+(their leaves walked once, for the salient values too), and the whole sources (``Sources``:
+every text and result of the conversation, indexed) are built only for a fact not found there.
+tests/test_claim_driven_grounding.py holds the two to the same verdicts and scores.
 """
 
 from __future__ import annotations
