@@ -16,6 +16,12 @@ the sources says it (precision first: a flag pages a person):
 * a total or difference of two amounts of the conversation's results, or of three of the run's
   own, a count times an amount, or the total of one field over a list (a fare's flight prices);
 * a date one day after a source date, when a source time is marked as the next day ("+1").
+
+The check is claim-driven (``ClaimSources``): an answer states a handful of facts, nearly all
+restated from the run's own results, so each is looked up first among those results' facts
+(their leaves walked once, for the salient values too), and the whole sources (``Sources``:
+every text and result of the conversation, indexed) are built only for a fact not found there.
+tests/test_claim_driven_grounding.py holds the two to the same verdicts and scores.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import datetime
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import repeat
 from typing import Any
@@ -122,39 +128,16 @@ class Sources:
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
            answered: Iterable[bool] = ()) -> Sources:
         """Sources of a run: ``calls`` are the run's own calls, ``results`` their values as read
-        (``structured_result``), ``answered`` whether each returned a non-empty, non-error result.
-
-        The arguments of a call that was answered are read with its result: they are the query
-        the result answers (a search for 2024-05-24 returns that day's flights). A failed call's
-        arguments, or a ``think`` tool's, are only the agent's own words.
-        """
+        (``structured_result``), ``answered`` whether each returned a non-empty, non-error result
+        (``source_items`` says what is read, and why)."""
         sources = cls()
-        for text in (trajectory.input, trajectory.system_instructions):
-            sources.add_text(text)
-        for call, value, ok in zip(calls, results, answered or repeat(False)):
-            sources.own_leaves.append(sources.add_result(value, own=True))
-            for text in (call.result_raw, call.error):
+        for text, value, own in source_items(trajectory, calls, results, answered):
+            if text is not None:
                 sources.add_text(text)
-            if ok:
-                sources.add_text(call.arguments_raw or _json(call.arguments))
-        seen: set[int] = set()
-        for llm in trajectory.llm_calls:
-            arguments: dict[str, str] = {}
-            for message in llm.input_messages:
-                for request in message.tool_calls:
-                    if request.id:
-                        arguments[request.id] = request.arguments_raw or _json(request.arguments)
-                # Every request repeats the history before it, as the same message objects.
-                if id(message) in seen:
-                    continue
-                seen.add(id(message))
-                if message.role in ("user", "system", "developer", "tool") and message.content:
-                    sources.add_text(message.content)
-                for part in message.tool_results:
-                    sources.add_result(part.content, own=False)
-                    sources.add_text(part.content_raw)
-                    if part.tool_call_id in arguments and not part.is_error and _answered(part.content):
-                        sources.add_text(arguments[part.tool_call_id])
+            elif own:
+                sources.own_leaves.append(sources.add_result(value, own=True))
+            else:
+                sources.add_result(value, own=False)
         sources.complete = sources.complete and not sources._texts_cut
         return sources
 
@@ -361,6 +344,182 @@ class Sources:
         """Facts of that kind exist in the tool results the run was given (``own``: in its own
         calls' results)."""
         return same_kind(self.own_kinds if own else self.result_kinds, fact)
+
+
+#: what ``source_items`` gives: (a source text, None, False) or (None, a result value, own)
+SourceItem = tuple[str | None, Any, bool]
+
+
+def source_items(trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
+                 answered: Iterable[bool] = ()) -> Iterator[SourceItem]:
+    """What the run's sources are, in the order ``Sources.of`` adds them: the user input and the
+    system instructions; each own call's result, raw result and error text, and the arguments of
+    one that was answered (the query its result answers: a search for 2024-05-24 returns that
+    day's flights; a failed call's arguments, or a ``think`` tool's, are only the agent's own
+    words); then the history the model requests carry, each message once. Empty texts are left out."""
+    for text in (trajectory.input, trajectory.system_instructions):
+        if text:
+            yield text, None, False
+    for call, value, ok in zip(calls, results, answered or repeat(False)):
+        yield None, value, True
+        for text in (call.result_raw, call.error, (call.arguments_raw or _json(call.arguments)) if ok else None):
+            if text:
+                yield text, None, False
+    seen: set[int] = set()
+    for llm in trajectory.llm_calls:
+        #: the request of each tool call id met so far in this model request (its arguments are
+        #: written out only for a result that is read with them)
+        requests: dict[str, Any] = {}
+        for message in llm.input_messages:
+            for request in message.tool_calls:
+                if request.id:
+                    requests[request.id] = request
+            # Every request repeats the history before it, as the same message objects.
+            if id(message) in seen:
+                continue
+            seen.add(id(message))
+            if message.role in ("user", "system", "developer", "tool") and message.content:
+                yield message.content, None, False
+            for part in message.tool_results:
+                yield None, part.content, False
+                if part.content_raw:
+                    yield part.content_raw, None, False
+                if part.tool_call_id in requests and not part.is_error and _answered(part.content):
+                    request = requests[part.tool_call_id]
+                    text = request.arguments_raw or _json(request.arguments)
+                    if text:
+                        yield text, None, False
+
+
+class ClaimSources:
+    """The run's sources as the answer's claims need them (claim-driven). Most answers state a
+    handful of facts, each taken from a result of the run's own calls: each claim is looked up
+    first among the facts of those results' leaves (walked once, for the salient values too),
+    and the whole ``Sources`` (every text and result of the conversation, indexed) is built only
+    for a claim not found there. ``FactIndex.contains`` is monotone and the whole sources hold
+    every fact of the own results' leaves, so a claim found among them is supported there too.
+
+    The flags (``complete``, ``amounts_cut``) are read from a tally of the sources (leaves and
+    amounts counted, text lengths checked) when it shows no cap can be reached; otherwise the
+    whole sources are built at once and give them."""
+
+    def __init__(self, trajectory: Trajectory, calls: list[ToolCall], results: list[Any], answered: list[bool]) -> None:
+        self._run = (trajectory, calls, results, answered)
+        self._sources: Sources | None = None
+        #: the facts of the own results' leaves (None: not tallied, ``sources`` decides), each
+        #: one's (kind, value, a number's unit) for a claim stated as it is, and their index
+        #: (made for the first claim not stated as it is)
+        self._own_facts: list[Fact] | None = None
+        self._quick_keys: set[tuple[str, Any, str | None]] = set()
+        self._quick: FactIndex | None = None
+        self._verdicts: dict[Fact, tuple[bool, bool]] = {}
+        self.complete = True
+        self.amounts_cut = False
+        self.own_leaves: list[list[Leaf] | None] = []
+
+    @classmethod
+    def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
+           answered: Iterable[bool] = ()) -> ClaimSources:
+        """As ``Sources.of``."""
+        claim_sources = cls(trajectory, list(calls), list(results), list(answered))
+        if not claim_sources._tally():
+            sources = claim_sources.sources
+            claim_sources.complete, claim_sources.amounts_cut = sources.complete, sources.amounts_cut
+            claim_sources.own_leaves = sources.own_leaves
+        return claim_sources
+
+    @property
+    def sources(self) -> Sources:
+        """The whole sources, built when first asked."""
+        if self._sources is None:
+            self._sources = Sources.of(*self._run)
+        return self._sources
+
+    def _tally(self) -> bool:
+        """Walk the own results (their leaves and facts kept) and count what the caps count;
+        False when a cap may be reached (the whole sources then say what is cut)."""
+        budget = MAX_GROUNDING_VALUES
+        amounts = [0, 0]  # amounts given for totals: earlier turns', own (``_MAX_OPERANDS`` each)
+        facts: list[Fact] = []
+        own_leaves: list[list[Leaf] | None] = []
+        #: the own results tallied, by ``_shape``: (the value, its leaves, its amounts). The
+        #: history repeats them (``Sources.add_result``): the same leaves count the same again.
+        tallied: dict[Any, list[tuple[Any, int, int]]] = {}
+        for text, value, own in source_items(*self._run):
+            if text is not None:
+                if len(text) > MAX_TEXT:
+                    return False
+                continue
+            shape = _shape(value)
+            if not own and shape in tallied:
+                known = next((entry for entry in tallied[shape] if _same(entry[0], value)), None)
+                if known is not None:
+                    budget -= known[1]
+                    amounts[0] += known[2]
+                    if budget < 0 or amounts[0] > _MAX_OPERANDS:
+                        return False
+                    continue
+            leaves, totals = walk(value, budget + 1)
+            budget -= len(leaves)
+            if budget < 0:
+                return False
+            given = len(totals)
+            for key, leaf in leaves:
+                if key is not None and len(key) > MAX_TEXT:
+                    return False
+                if isinstance(leaf, str):
+                    leaf_facts, _, leaf_amounts = _short_leaf(leaf) if len(leaf) <= _MAX_CACHED_LEAF else _leaf_of(leaf)
+                    if len(leaf) > MAX_TEXT:
+                        return False
+                    given += len(leaf_amounts)
+                    if own:
+                        facts.extend(leaf_facts)
+                    continue
+                number = float(leaf)
+                if not _is_count(key, number):
+                    given += 1
+                if own:
+                    facts.append(_number_fact(number))
+            amounts[own] += given
+            if amounts[own] > _MAX_OPERANDS:
+                return False
+            if own:
+                own_leaves.append(leaves)
+                if shape is not None:
+                    tallied.setdefault(shape, []).append((value, len(leaves), given))
+        self.own_leaves = own_leaves
+        self._own_facts = facts
+        self._quick_keys = {(f.kind, f.value, f.unit if f.kind == "number" else None) for f in facts}
+        return True
+
+    def verdict(self, fact: Fact) -> tuple[bool, bool]:
+        """``Sources.verdict``: a claim found among the own results' facts is supported."""
+        known = self._verdicts.get(fact)
+        if known is None:
+            known = ((False, False) if self._own_facts is not None and (self._stated(fact) or self._in_own(fact))
+                     else self.sources.verdict(fact))
+            self._verdicts[fact] = known
+        return known
+
+    def _in_own(self, fact: Fact) -> bool:
+        """The own results' facts support the fact, as the whole sources' index would."""
+        if self._quick is None:
+            self._quick = FactIndex(self._own_facts or ())
+        return self._quick.contains(fact)
+
+    def _stated(self, fact: Fact) -> bool:
+        """An own result states the fact as it is (most claims restate a value): what
+        ``FactIndex.contains`` finds first, without indexing. A number with a unit needs a source
+        number of its dimension or a bare one; an amount, a year or a percentage any number of
+        that value but one measured in a unit (``FactIndex._same_dimension``)."""
+        kind, value, keys = fact.kind, fact.value, self._quick_keys
+        if kind == "number":
+            return (kind, value, fact.unit) in keys or (fact.unit is not None and (kind, value, None) in keys)
+        if kind in _NUMERIC:  # money, percentage (``_NUMERIC``) or a year, against bare numbers
+            return (kind, value, None) in keys or ("number", value, None) in keys
+        if kind == "year":
+            return (kind, value, None) in keys or ("number", value, None) in keys
+        return (kind, value, None) in keys
 
 
 def same_kind(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:

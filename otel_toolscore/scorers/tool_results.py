@@ -67,7 +67,7 @@ from otel_toolscore.scorers._facts import (
     number_fact,
     unique_facts,
 )
-from otel_toolscore.scorers._grounding import LEAF_DEPTH, MAX_GROUNDING_VALUES, Leaf, Sources, same_kind
+from otel_toolscore.scorers._grounding import LEAF_DEPTH, MAX_GROUNDING_VALUES, ClaimSources, Leaf, same_kind
 from otel_toolscore.scorers._grounding import finite as _finite
 from otel_toolscore.scorers.base import (
     LABEL_FAIL,
@@ -393,7 +393,7 @@ def salient_values(value: Any, limits: list[str] | None = None, what: str = "res
                    leaves: list[Leaf] | None = None) -> list[Salient]:
     """The result's salient values, at most ``_MAX_SALIENT``; each leaf is read lazily, so a
     result with a million sentences costs only the ones taken. Cuts are noted in ``limits``.
-    ``leaves``: all of the value's leaves, as the sources walked them (``Sources.own_leaves``)."""
+    ``leaves``: all of the value's leaves, as the sources walked them (``ClaimSources.own_leaves``)."""
     found: dict[Any, Salient] = {}
     for leaf in _leaves(value) if leaves is None else (leaf for _, leaf in leaves):
         # ``_salient_of_leaf``, with a short string and a number (all but a few leaves) looked
@@ -524,7 +524,7 @@ class Response:
             self._found = _FOUND_RE.search(self.text) is not None
         return self._found
 
-    def ground(self, sources: Sources | None, limits: list[str] | None = None) -> None:
+    def ground(self, sources: ClaimSources | None, limits: list[str] | None = None) -> None:
         """Find the claims nothing supports (``sources`` None: the check is skipped)."""
         if sources is None:
             return
@@ -624,7 +624,7 @@ class ToolResultVerification(Scorer):
         errors = [error_of(call, value) for call, value in zip(calls, values)]
         answered = [not malformed and error is None and not is_empty(value) and not reports_failure(value)
                     for (value, malformed), error in zip(results, errors)]
-        sources = Sources.of(trajectory, calls, values, answered)
+        sources = ClaimSources.of(trajectory, calls, values, answered)
         outcomes = _Outcomes(calls, values, errors)
         responses: dict[str, Response] = {}
         reports = []
@@ -732,7 +732,7 @@ class ToolResultVerification(Scorer):
             if contradiction:
                 issues.append(contradiction)
             if not no_output:
-                used = sum(1 for item in salient if response.uses(item))
+                used = _used(response, salient)
                 issues.extend(_integration_issues(used, len(salient)))
             else:
                 used = 0
@@ -945,6 +945,20 @@ def _contradicts(message: str, response: Response, result: str, failure: bool = 
 
 def _shown(value: Any) -> str:
     return value if isinstance(value, str) else str(small_json(value))
+
+
+def _used(response: Response, salient: list[Salient]) -> int:
+    """How many of the values the response uses, counted only as far as ``_integration_issues``
+    and ``integrated`` tell counts apart: once one value in two is used (and at least one),
+    neither an issue nor its message depends on how many more are, so the rest are not compared."""
+    enough = max(1, (len(salient) + 1) // 2)  # the least ``used`` with 2 * used >= total, at least 1
+    used = 0
+    for item in salient:
+        if response.uses(item):
+            used += 1
+            if used >= enough:
+                break
+    return used
 
 
 def _integration_issues(used: int, total: int) -> list[Issue]:
