@@ -255,6 +255,16 @@ def test_attribute_values_are_written_as_the_sdk_writes_them(value: object) -> N
     assert encode_span(span) == _encode_span(span).SerializeToString()
 
 
+def test_attributes_met_again_are_written_as_the_sdk_writes_them() -> None:
+    # encode_attributes keeps the fields it wrote by key, type and value: values that compare
+    # equal but encode differently (True, 1, 1.0; 0.0, -0.0; nan) must each keep their own bytes,
+    # on a span's attributes and on an event's, however often and in whatever order they come
+    values: list[object] = [True, 1, 1.0, 0.0, -0.0, float("nan"), False, 0, "1", "x" * 300, 2**63, ("a",)]
+    for value in [*values, *reversed(values), *values]:
+        span = _sdk_span({"k": value, "same": value}, events=[Event("e", {"k": value}, 1)])
+        assert encode_span(span) == _encode_span(span).SerializeToString(), repr(value)
+
+
 def test_span_parts_are_written_as_the_sdk_writes_them() -> None:
     remote = SpanContext(7, 9, True, TraceFlags(1))
     linked = SpanContext(5, 6, True, TraceFlags(0), TraceState([("a", "1"), ("b", "2")]))
