@@ -230,6 +230,7 @@ class PbDecoder(Decoder):
             self._lossy = True  # an unknown code, read as UNSET
         return decoded
 
+
 def parse_export_request(data: bytes, problems: list[str] | None = None) -> ExportTraceServiceRequest:
     """``data`` parsed as an ``ExportTraceServiceRequest``; string fields that are not UTF-8 are
     repaired (U+FFFD, noted in ``problems``) instead of failing the whole request. Raises what
