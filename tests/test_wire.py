@@ -255,6 +255,16 @@ def test_attribute_values_are_written_as_the_sdk_writes_them(value: object) -> N
     assert encode_span(span) == _encode_span(span).SerializeToString()
 
 
+def test_attributes_met_again_are_written_as_the_sdk_writes_them() -> None:
+    # encode_attributes keeps the fields it wrote by key, type and value: values that compare
+    # equal but encode differently (True, 1, 1.0; 0.0, -0.0; nan) must each keep their own bytes,
+    # on a span's attributes and on an event's, however often and in whatever order they come
+    values: list[object] = [True, 1, 1.0, 0.0, -0.0, float("nan"), False, 0, "1", "x" * 300, 2**63, ("a",)]
+    for value in [*values, *reversed(values), *values]:
+        span = _sdk_span({"k": value, "same": value}, events=[Event("e", {"k": value}, 1)])
+        assert encode_span(span) == _encode_span(span).SerializeToString(), repr(value)
+
+
 def test_span_parts_are_written_as_the_sdk_writes_them() -> None:
     remote = SpanContext(7, 9, True, TraceFlags(1))
     linked = SpanContext(5, 6, True, TraceFlags(0), TraceState([("a", "1"), ("b", "2")]))
@@ -326,3 +336,41 @@ def test_grpc_exporter_sends_the_request_body_built_from_the_bytes(clean_otel_en
         (received,) = sink.received("traces")
     assert received.body == encode_request(spans)
     assert _canonical(received.body) == _canonical(encode_spans(spans).SerializeToString())
+
+
+# --- the decoded span's construction ----------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    trace_id=st.integers(1, 2**128 - 1), span_id=st.integers(1, 2**64 - 1),
+    parent_id=st.one_of(st.just(0), st.integers(1, 2**64 - 1)), flags=st.integers(0, 2**32 - 1),
+    state=st.sampled_from([None, TraceState([("a", "1")])]), name=st.text(max_size=4),
+    kind=st.sampled_from(list(SpanKind)), code=st.sampled_from(list(StatusCode)),
+    times=st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)),
+    dropped=st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9)),
+    wire=st.one_of(st.none(), st.binary(max_size=4)),
+)
+def test_decoded_spans_are_what_the_sdk_constructors_build(
+    trace_id: int, span_id: int, parent_id: int, flags: int, state: TraceState | None, name: str, kind: SpanKind,
+    code: StatusCode, times: tuple[int, int], dropped: tuple[int, int, int], wire: bytes | None,
+) -> None:
+    # decode builds spans without the SDK's constructors (ingest.spans._fast_span): field for
+    # field what DecodedSpan(...) with SpanContext(...) builds, the types of every part included
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    from otel_toolscore.ingest import spans as decoded
+
+    assert decoded.decoded_span is decoded._fast_span  # this SDK release: the fast construction
+    args = (name, trace_id, span_id, parent_id, flags, state, Resource({"r": 1}), {"a": name}, [], [], kind,
+            Status(code), *times, InstrumentationScope("s"), dropped, wire)
+    fast, slow = decoded._fast_span(*args), decoded._slow_span(*args)
+    assert list(vars(fast)) == list(vars(slow))
+    for key, value in vars(slow).items():
+        other = vars(fast)[key]
+        assert type(other) is type(value) and other == value, key
+        if isinstance(value, SpanContext):
+            assert tuple(map(type, other)) == tuple(map(type, value)), key
+    assert fast.to_json() == slow.to_json()
+    assert encode_span(fast) == encode_span(slow)

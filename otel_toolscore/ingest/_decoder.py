@@ -19,7 +19,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TraceState
 from opentelemetry.util.types import AttributeValue
 
 from otel_toolscore.ingest._values import type_name
-from otel_toolscore.ingest.spans import DecodedSpan, format_span_id, format_trace_id, span_contexts
+from otel_toolscore.ingest.spans import DecodedSpan, decoded_span, format_span_id, format_trace_id
 
 # Problems past this many are only counted: a file where every span has the same defect would
 # otherwise produce one message per span, which no one reads and which costs memory.
@@ -142,25 +142,8 @@ class Decoder:
         dropped: tuple[int, int, int],
         wire: bytes | None = None,
     ) -> None:
-        context, parent = span_contexts(trace_id, span_id, parent_id, flags, trace_state)
-        span = DecodedSpan(
-            name=name,
-            context=context,
-            parent=parent,
-            resource=resource,
-            attributes=attributes,
-            events=events,
-            links=links,
-            kind=kind,
-            status=status,
-            start_time=start,
-            end_time=end,
-            instrumentation_scope=scope,
-            dropped_attributes=dropped[0],
-            dropped_events=dropped[1],
-            dropped_links=dropped[2],
-            wire=wire,
-        )
+        span = decoded_span(name, trace_id, span_id, parent_id, flags, trace_state, resource, attributes, events,
+                            links, kind, status, start, end, scope, dropped, wire)
         self.spans.append(span)
 
     def _lacks_ids(self, trace_id: int, span_id: int, where: str) -> bool:

@@ -137,13 +137,32 @@ def _key(key: str) -> bytes:
     return head
 
 
+# A whole KeyValue field by (tag, key, type, value): evaluation spans and a scored span's added
+# attributes repeat the same names, labels, scores and often explanations run after run. The type
+# is in the key because True == 1 == 1.0 (and hash alike) yet encode differently; 0.0 is never
+# cached because -0.0 equals it and encodes differently; a long text would rarely come again.
+_FIELDS: dict[tuple[bytes, str, type, object], bytes] = {}
+_MAX_FIELDS: Final = 8192
+_MAX_CACHED_TEXT: Final = 200
+
+
 def encode_attributes(attributes: Mapping[str, Any] | None, tag: bytes = _ATTRIBUTE) -> bytes:
     """``attributes`` as repeated ``KeyValue`` fields under ``tag`` (a span's by default)."""
     if not attributes:
         return b""
     parts = []
+    fields = _FIELDS
     # One pass, few calls: the sidecar writes a dozen attributes per evaluation span.
     for key, value in attributes.items():
+        kind = type(value)
+        cacheable = kind is bool or kind is int or (len(value) <= _MAX_CACHED_TEXT if kind is str else
+                                                     kind is float and value != 0.0)
+        if cacheable:
+            cache_key = (tag, key, kind, value)
+            field = fields.get(cache_key)
+            if field is not None:
+                parts.append(field)
+                continue
         try:
             encoded = _value(value)
             head = _KEYS.get(key) or _key(key)  # AttributeError: not a str
@@ -155,7 +174,12 @@ def encode_attributes(attributes: Mapping[str, Any] | None, tag: bytes = _ATTRIB
         n = len(encoded)
         body = head + _KV_VALUE + (_SMALL[n] if n < 128 else _varint(n)) + encoded
         n = len(body)
-        parts.append(tag + (_SMALL[n] if n < 128 else _varint(n)) + body)
+        field = tag + (_SMALL[n] if n < 128 else _varint(n)) + body
+        if cacheable:
+            if len(fields) >= _MAX_FIELDS:
+                fields.clear()  # the vocabulary moved on
+            fields[cache_key] = field
+        parts.append(field)
     return b"".join(parts)
 
 

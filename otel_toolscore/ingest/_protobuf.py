@@ -27,7 +27,7 @@ from otel_toolscore.ingest._values import (
     undecodable,
 )
 from otel_toolscore.ingest._wire import patch_flags
-from otel_toolscore.ingest.spans import format_span_id, link_context
+from otel_toolscore.ingest.spans import decoded_span, format_span_id, link_context
 
 # AnyValue kinds read as they are: the SDK re-encodes them as the same kind and value.
 _SCALARS: Final = frozenset({"string_value", "int_value", "bool_value", "double_value"})
@@ -159,25 +159,19 @@ class PbDecoder(Decoder):
             self._lossy = True  # UNSPECIFIED or unknown, written back as INTERNAL
         attributes = self._pb_attributes(span.attributes, label)
         status = self._pb_status(span, label)
-        self._add_span(
-            trace_id=trace_id,
-            span_id=span_id,
-            parent_id=parent_id,
-            flags=span.flags,
-            trace_state=trace_state,
-            name=span.name,
-            kind=kind,
-            start=span.start_time_unix_nano,
-            end=span.end_time_unix_nano,
-            attributes=attributes,
-            events=events,
-            links=links,
-            status=status,
-            resource=resource,
-            scope=scope,
-            dropped=(span.dropped_attributes_count, span.dropped_events_count, span.dropped_links_count),
-            wire=self._wire(span, parent_id) if self._keep_wire and not self._lossy else None,
-        )
+        flags = span.flags
+        wire = None
+        if self._keep_wire and not self._lossy:
+            wire = span.SerializeToString()
+            # the SDK writes flags from the parent alone: patched where the sender wrote others
+            expected = _FLAGS_REMOTE if parent_id and flags & _FLAGS_REMOTE == _FLAGS_REMOTE else _FLAGS_LOCAL
+            if flags != expected:
+                wire = patch_flags(wire, expected)
+        self.spans.append(decoded_span(
+            span.name, trace_id, span_id, parent_id, flags, trace_state, resource, attributes, events, links, kind,
+            status, span.start_time_unix_nano, span.end_time_unix_nano, scope,
+            (span.dropped_attributes_count, span.dropped_events_count, span.dropped_links_count), wire,
+        ))
 
     def _pb_event(self, event: PbSpan.Event, label: Callable[[], str]) -> Event:
         if event.dropped_attributes_count:
@@ -235,13 +229,6 @@ class PbDecoder(Decoder):
         if decoded.status_code.value != code:
             self._lossy = True  # an unknown code, read as UNSET
         return decoded
-
-    @staticmethod
-    def _wire(span: PbSpan, parent_id: int) -> bytes:
-        wire: bytes = span.SerializeToString()
-        flags = span.flags
-        expected = _FLAGS_REMOTE if parent_id and flags & _FLAGS_REMOTE == _FLAGS_REMOTE else _FLAGS_LOCAL
-        return wire if flags == expected else patch_flags(wire, expected)
 
 
 def parse_export_request(data: bytes, problems: list[str] | None = None) -> ExportTraceServiceRequest:

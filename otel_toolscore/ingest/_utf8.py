@@ -28,8 +28,16 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
+_ONE_BYTE: Final = tuple(bytes((n,)) for n in range(0x80))
+
+
 def varint_bytes(value: int) -> bytes:
     """A protobuf varint (also what `_wire` writes lengths and tags with)."""
+    # most are lengths of a span or a value: one or two bytes, without the loop
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

@@ -83,18 +83,8 @@ def span_bytes(span: ReadableSpan) -> bytes:
     return encode_span(span)
 
 
-def _resource_head(resource: Resource) -> bytes:
-    return _field(_RS_RESOURCE, _encode_resource(resource).SerializeToString())
-
-
-def _scope_spans(scope: InstrumentationScope | None, spans: list[bytes]) -> bytes:
-    parts = [_field(_SS_SCOPE, _encode_instrumentation_scope(scope).SerializeToString())]  # type: ignore[arg-type]
-    for data in spans:
-        parts.append(_SS_SPANS)
-        parts.append(_varint(len(data)))
-        parts.append(data)
-    parts.append(_string_field(_SS_SCHEMA_URL, scope.schema_url if scope else None))
-    return b"".join(parts)
+def _scope_head(scope: InstrumentationScope | None) -> bytes:
+    return _field(_SS_SCOPE, _encode_instrumentation_scope(scope).SerializeToString())  # type: ignore[arg-type]
 
 
 def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
@@ -116,12 +106,31 @@ def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
             if members is None:
                 members = by_scope[scope] = []
             seen[id(resource), id(scope)] = members
-        members.append(span_bytes(span))
+        data = span_bytes(span)
+        members.append(_SS_SPANS + _varint(len(data)))
+        members.append(data)
+    # Every nested message's length is worked out from its parts' sizes, so each span's bytes
+    # are copied once, into the body (a request is often megabytes; nesting by concatenation
+    # copied it once per level).
     out: list[bytes] = []
     for resource, by_scope in groups.items():
-        body = [_resource_head(resource)]
+        resource_head = _field(_RS_RESOURCE, _encode_resource(resource).SerializeToString())
+        resource_tail = _string_field(_RS_SCHEMA_URL, resource.schema_url)
+        scope_groups = []
+        size = len(resource_head) + len(resource_tail)
         for scope, members in by_scope.items():
-            body.append(_field(_RS_SCOPE_SPANS, _scope_spans(scope, members)))
-        body.append(_string_field(_RS_SCHEMA_URL, resource.schema_url))
-        out.append(_field(_RESOURCE_SPANS, b"".join(body)))
+            head = _scope_head(scope)
+            tail = _string_field(_SS_SCHEMA_URL, scope.schema_url if scope else None)
+            scope_size = len(head) + len(tail) + sum(map(len, members))
+            prefix = _RS_SCOPE_SPANS + _varint(scope_size)
+            size += len(prefix) + scope_size
+            scope_groups.append((prefix, head, members, tail))
+        out.append(_RESOURCE_SPANS + _varint(size))
+        out.append(resource_head)
+        for prefix, head, members, tail in scope_groups:
+            out.append(prefix)
+            out.append(head)
+            out.extend(members)
+            out.append(tail)
+        out.append(resource_tail)
     return b"".join(out)
