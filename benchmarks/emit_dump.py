@@ -35,7 +35,6 @@ from otel_toolscore.runtime import _handoff
 from otel_toolscore.runtime.engine import score_spans
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor, _Ready
 
-
 #: fixed (the default one has a random service.instance.id)
 _RESOURCE = Resource({"service.name": "emit-dump", "service.instance.id": "1"})
 
@@ -121,8 +120,8 @@ def main(argv: list[str]) -> None:
     runs = fixture_runs()
     runs += [(f"synthetic{i}", s) for i, s in enumerate(synthetic(10, 600, seed0=7))]
     try:
-        from tests.realworld import corpus
         from otel_toolscore import read_otlp_json
+        from tests.realworld import corpus
 
         if corpus.available():
             runs += [(f"realworld/{p.stem}", list(read_otlp_json(p))) for p in sorted(corpus.TRACES.glob("*.json"))]

@@ -51,6 +51,7 @@ from opentelemetry.util.types import AttributeValue
 from otel_toolscore import _fork, semconv
 from otel_toolscore._version import __version__
 from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.outputs._log_records import RecordMaker
 from otel_toolscore.outputs._prepare import (
     OUTPUT_EVALUATION_SPAN,
     OUTPUT_EVENTS,
@@ -293,6 +294,7 @@ class Emitter:
             "events": settings.events and logger_provider is None and _is_unset(get_logger_provider()),
         }
         self._logger: Logger | None = None
+        self._records: RecordMaker | None = None
         if settings.events:
             try:
                 self._logger = (logger_provider or get_logger_provider()).get_logger(
@@ -300,6 +302,8 @@ class Emitter:
                 )
             except Exception:  # noqa: BLE001
                 _log.warning("otel-toolscore: events disabled, no logger", exc_info=True)
+            else:
+                self._records = RecordMaker.of(self._logger, _EventRecord)
         _fork.reinit_in_child(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
@@ -472,6 +476,8 @@ class Emitter:
             self._failed(OUTPUT_EVENTS)
             return
         contexts: dict[str, Context] = {}
+        make = self._records.make if self._records is not None else None
+        name = semconv.GEN_AI_EVALUATION_RESULT
         for group in emission.events:
             # One score's failure must not cost the other scores their events.
             try:
@@ -480,16 +486,13 @@ class Emitter:
                     if span_id is not None:
                         context = contexts.get(span_id) or contexts.setdefault(
                             span_id, _context(emission.trace_id, span_id))
-                    logger.emit(
-                        _EventRecord(
-                            timestamp=time.time_ns(),
-                            context=context,
-                            # INFO for judgements; WARN when the scorer could not score, so it stands out.
-                            severity_number=SeverityNumber.WARN if error else SeverityNumber.INFO,
-                            event_name=semconv.GEN_AI_EVALUATION_RESULT,
-                            attributes=attributes,
-                        )
-                    )
+                    # INFO for judgements; WARN when the scorer could not score, so it stands out.
+                    severity = SeverityNumber.WARN if error else SeverityNumber.INFO
+                    # The emission's attribute dicts are this record's alone: taken, not copied.
+                    record = make(context, severity, name, attributes) if make is not None else None
+                    logger.emit(record if record is not None else _EventRecord(
+                        timestamp=time.time_ns(), context=context, severity_number=severity,
+                        event_name=name, attributes=attributes))
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 

@@ -1,0 +1,114 @@
+"""outputs/_log_records.py: the event records built for the SDK's Logger are the ones its own
+path builds (differential: the same emission through both, compared field by field and as the
+OTLP log encoder writes them), and whatever that path would change takes the SDK's own path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordLimits
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+
+from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.outputs import _log_records
+from otel_toolscore.outputs.otel import Emission, Emitter, _EventRecord
+
+pytest.importorskip("opentelemetry.sdk._logs", reason="SDK logs")
+if _log_records.ReadWriteLogRecord is None:  # pragma: no cover - an older SDK: its own path only
+    pytest.skip("no ReadWriteLogRecord in this SDK", allow_module_level=True)
+
+RUN_SPAN = "00000000000000b2"
+CALL_SPAN = "00000000000000a1"
+
+
+def _emission() -> Emission:
+    e = Emission("0000000000000000000000000000abcd", RUN_SPAN, "agent")
+    e.events = [
+        [(None, False, {"gen_ai.evaluation.name": "acc", "gen_ai.evaluation.score.value": 1.0,
+                        "gen_ai.evaluation.score.label": "pass", "gen_ai.agent.name": "agent"}),
+         (CALL_SPAN, False, {"gen_ai.evaluation.name": "acc", "gen_ai.evaluation.score.value": 0.5,
+                             "gen_ai.tool.name": "get_weather", "gen_ai.evaluation.explanation": "é…" * 40})],
+        [(None, True, {"gen_ai.evaluation.name": "val", "error.type": "ValueError"})],
+        [(None, False, {})],
+    ]
+    return e
+
+
+def _send(limits: LogRecordLimits | None, fast: bool, emission: Emission | None = None) -> list[Any]:
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider(resource=Resource({"service.name": "t"}), log_record_limits=limits)
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    emitter = Emitter(ToolScoreSettings(metrics=False), logger_provider=provider)
+    if not fast:
+        emitter._records = None
+    emitter.send(emission or _emission(), None)
+    return list(exporter.get_finished_logs())
+
+
+def _fields(record: Any) -> tuple[Any, ...]:
+    api = record.log_record
+    return (api.trace_id, api.span_id, api.trace_flags, api.severity_number, api.severity_text, api.body,
+            api.event_name, dict(api.attributes), api.attributes.dropped, type(api.attributes).__name__,
+            record.resource, record.instrumentation_scope, record.limits.max_log_record_attributes,
+            type(api))
+
+
+def _encoded(records: list[Any]) -> bytes:
+    message = encode_logs(records)
+    for resource_logs in message.resource_logs:
+        for scope_logs in resource_logs.scope_logs:
+            for log in scope_logs.log_records:
+                log.ClearField("time_unix_nano")
+                log.ClearField("observed_time_unix_nano")
+    return message.SerializeToString(deterministic=True)
+
+
+@pytest.mark.parametrize("limits", [None, LogRecordLimits(max_attributes=3), LogRecordLimits(max_attribute_length=8)],
+                         ids=["default", "few_attributes", "short_values"])
+def test_records_are_the_sdks_own(limits: LogRecordLimits | None) -> None:
+    ours, theirs = _send(limits, fast=True), _send(limits, fast=False)
+    assert len(ours) == len(theirs) == 4
+    assert [_fields(r) for r in ours] == [_fields(r) for r in theirs]
+    assert _encoded(ours) == _encoded(theirs)
+
+
+def test_the_maker_is_used_where_nothing_would_change() -> None:
+    provider = LoggerProvider()
+    emitter = Emitter(ToolScoreSettings(metrics=False), logger_provider=provider)
+    assert emitter._records is not None
+    context = otel_context()
+    assert emitter._records.make(context, SeverityNumber.INFO, "e", {"a": "b", "n": 1.0, "ok": True}) is not None
+    # what the SDK's cleaning would change, or might: its own path
+    assert emitter._records.make(context, SeverityNumber.INFO, "e", {"a": ["b"]}) is None
+    assert emitter._records.make(context, SeverityNumber.INFO, "e", {"": "b"}) is None
+
+    class Text(str):
+        pass
+
+    assert emitter._records.make(context, SeverityNumber.INFO, "e", {"a": Text("b")}) is None
+    limited = Emitter(ToolScoreSettings(metrics=False),
+                      logger_provider=LoggerProvider(log_record_limits=LogRecordLimits(max_attribute_length=8)))
+    assert limited._records is None  # values might be cut: every record takes the SDK's path
+
+
+def test_a_logger_not_the_sdks_gets_no_maker() -> None:
+    class OwnLogger:
+        def emit(self, record: Any = None, **kwargs: Any) -> None:
+            pass
+
+    assert _log_records.RecordMaker.of(OwnLogger(), _EventRecord) is None
+
+
+def test_an_sdk_record_of_other_fields_gets_no_maker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_log_records, "_API_FIELDS", (*_log_records._API_FIELDS, "new_field"))
+    assert _log_records.RecordMaker.of(LoggerProvider().get_logger("x"), _EventRecord) is None
+
+
+def otel_context() -> Any:
+    from otel_toolscore.outputs.otel import _context
+
+    return _context("0000000000000000000000000000abcd", CALL_SPAN)
