@@ -112,3 +112,69 @@ def otel_context() -> Any:
     from otel_toolscore.outputs.otel import _context
 
     return _context("0000000000000000000000000000abcd", CALL_SPAN)
+
+
+# --- histogram points (outputs/_metric_points.py) ---------------------------------------------------
+
+
+def _points(fast: bool, exemplars: str) -> bytes:
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.sdk.metrics import AlwaysOnExemplarFilter, MeterProvider, TraceBasedExemplarFilter
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+    from otel_toolscore.outputs import _metric_points
+
+    reader = InMemoryMetricReader()
+    exemplar_filter = AlwaysOnExemplarFilter() if exemplars == "always" else TraceBasedExemplarFilter()
+    provider = MeterProvider(metric_readers=[reader], resource=Resource({"service.name": "t"}),
+                             exemplar_filter=exemplar_filter)
+    emitter = Emitter(ToolScoreSettings(events=False), meter_provider=provider)
+    if not fast:
+        emitter._record_score = emitter._score_histogram.record
+    else:
+        assert isinstance(getattr(emitter._record_score, "__self__", None), _metric_points.PointRecorder)
+    emission = Emission("0000000000000000000000000000abcd", RUN_SPAN, "agent")
+    # a negative, a NaN and an infinite value: the SDK warns and drops them, on either path
+    emission.metrics = [("acc", "scored", 1.0, "pass", ()), ("val", "scored", 0.25, "fail", (("t", "error", "tool"),)),
+                        ("acc", "scored", 0.5, "pass", ()), ("odd", "scored", -1.0, None, ()),
+                        ("odd", "scored", float("nan"), None, ()), ("odd", "scored", float("inf"), None, ()),
+                        ("skip", "skipped", None, None, ())]
+    span = NonRecordingSpan(SpanContext(0xABCD, 0xB2, False, TraceFlags(TraceFlags.SAMPLED)))
+    from opentelemetry import context as otel_context_api
+
+    token = otel_context_api.attach(set_span_in_context(span))  # the exemplars' span, when kept
+    try:
+        emitter.send(emission, None)
+    finally:
+        otel_context_api.detach(token)
+    emitter.flush_counts()
+    message = encode_metrics(reader.get_metrics_data())
+
+    def zero(m: Any) -> None:
+        for field, value in m.ListFields():
+            if field.name.endswith("time_unix_nano"):
+                m.ClearField(field.name)
+            elif field.type == field.TYPE_MESSAGE:
+                for item in value if field.is_repeated else [value]:
+                    zero(item)
+
+    zero(message)
+    return message.SerializeToString(deterministic=True)
+
+
+@pytest.mark.parametrize("exemplars", ["trace_based", "always"])
+def test_histogram_points_are_the_sdks_own(exemplars: str) -> None:
+    ours, theirs = _points(True, exemplars), _points(False, exemplars)
+    assert b"acc" in theirs and b"val" in theirs
+    assert ours == theirs
+
+
+def test_a_histogram_not_the_sdks_gets_no_recorder() -> None:
+    from otel_toolscore.outputs._metric_points import PointRecorder
+
+    class OwnHistogram:
+        def record(self, value: float, attributes: Any = None, context: Any = None) -> None:
+            pass
+
+    assert PointRecorder.of(OwnHistogram()) is None

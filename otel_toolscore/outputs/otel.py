@@ -52,6 +52,7 @@ from otel_toolscore import _fork, semconv
 from otel_toolscore._version import __version__
 from otel_toolscore.config import ToolScoreSettings
 from otel_toolscore.outputs._log_records import RecordMaker
+from otel_toolscore.outputs._metric_points import PointRecorder
 from otel_toolscore.outputs._prepare import (
     OUTPUT_EVALUATION_SPAN,
     OUTPUT_EVENTS,
@@ -319,6 +320,10 @@ class Emitter:
             description="Evaluation scores of agent runs",
             explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
         )
+        self._record_score = self._score_histogram.record
+        recorder = PointRecorder.of(self._score_histogram)
+        if recorder is not None:
+            self._record_score = recorder.record
         self._issues_counter = meter.create_counter(
             semconv.METRIC_TOOL_CALL_ISSUES,
             unit="{issue}",
@@ -515,7 +520,7 @@ class Emitter:
                     attributes = cached.get(key)
                     if attributes is None:
                         attributes = self._keep_attributes(key, _score_attributes(name, label, agent))
-                    self._score_histogram.record(value, attributes)
+                    self._record_score(value, attributes)
                 for issue_type, severity, tool_name in issues:
                     tool = self._bounded_tool_name(tool_name)
                     key = ("issue", name, issue_type, severity, tool)
