@@ -320,7 +320,7 @@ class Emitter:
             description="Evaluation scores of agent runs",
             explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
         )
-        self._record_score = self._score_histogram.record
+        self._record_score: Callable[[float, dict[str, AttributeValue]], None] = self._score_histogram.record
         recorder = PointRecorder.of(self._score_histogram)
         if recorder is not None:
             self._record_score = recorder.record
