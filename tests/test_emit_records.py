@@ -81,15 +81,15 @@ def test_the_maker_is_used_where_nothing_would_change() -> None:
     emitter = Emitter(ToolScoreSettings(metrics=False), logger_provider=provider)
     assert emitter._records is not None
     context = otel_context()
-    assert emitter._records.make(context, SeverityNumber.INFO, "e", {"a": "b", "n": 1.0, "ok": True}) is not None
+    assert emitter._records.make(*context, SeverityNumber.INFO, "e", {"a": "b", "n": 1.0, "ok": True}) is not None
     # what the SDK's cleaning would change, or might: its own path
-    assert emitter._records.make(context, SeverityNumber.INFO, "e", {"a": ["b"]}) is None
-    assert emitter._records.make(context, SeverityNumber.INFO, "e", {"": "b"}) is None
+    assert emitter._records.make(*context, SeverityNumber.INFO, "e", {"a": ["b"]}) is None
+    assert emitter._records.make(*context, SeverityNumber.INFO, "e", {"": "b"}) is None
 
     class Text(str):
         pass
 
-    assert emitter._records.make(context, SeverityNumber.INFO, "e", {"a": Text("b")}) is None
+    assert emitter._records.make(*context, SeverityNumber.INFO, "e", {"a": Text("b")}) is None
     limited = Emitter(ToolScoreSettings(metrics=False),
                       logger_provider=LoggerProvider(log_record_limits=LogRecordLimits(max_attribute_length=8)))
     assert limited._records is None  # values might be cut: every record takes the SDK's path
@@ -109,9 +109,10 @@ def test_an_sdk_record_of_other_fields_gets_no_maker(monkeypatch: pytest.MonkeyP
 
 
 def otel_context() -> Any:
-    from otel_toolscore.outputs.otel import _context
+    from otel_toolscore.outputs.otel import _context, _span_context
 
-    return _context("0000000000000000000000000000abcd", CALL_SPAN)
+    context = _context("0000000000000000000000000000abcd", CALL_SPAN)
+    return context, _span_context(context)
 
 
 # --- histogram points (outputs/_metric_points.py) ---------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
-from opentelemetry.trace import get_current_span
+from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 try:
@@ -34,6 +34,7 @@ except ImportError:  # an SDK without them: the SDK's own path
 
 #: attribute values the SDK's cleaning returns as they are (exact types: a subclass may not be)
 _PLAIN = frozenset((str, float, bool, int))
+_KEYS = frozenset((str,))
 #: the fields of the SDK's records as this module fills them
 _API_FIELDS = ("timestamp", "observed_timestamp", "context", "trace_id", "span_id", "trace_flags",
                "severity_text", "severity_number", "body", "attributes", "event_name", "exception")
@@ -47,6 +48,10 @@ class RecordMaker:
     def __init__(self, logger: Any, record_class: type[LogRecord]) -> None:
         self._logger = logger
         self._record_class = record_class
+        # A Logger's limits are set when it is made; a limit on value lengths would cut values,
+        # which the SDK's cleaning does (``of`` then makes no maker).
+        self._limits = logger._log_record_limits  # the limits Logger.emit applies
+        self._maxlen: int | None = self._limits.max_log_record_attributes
 
     @classmethod
     def of(cls, logger: Any, record_class: type[LogRecord]) -> RecordMaker | None:
@@ -61,6 +66,8 @@ class RecordMaker:
             return None
 
     def _matches_sdk(self) -> bool:
+        if self._limits.max_log_record_attribute_length is not None:
+            return False
         from opentelemetry.trace import INVALID_SPAN, set_span_in_context
 
         context = set_span_in_context(INVALID_SPAN)
@@ -69,9 +76,9 @@ class RecordMaker:
                                  event_name="e", attributes=attributes)
         theirs = ReadWriteLogRecord._from_api_log_record(  # what Logger.emit calls
             record=api, resource=self._logger.resource,
-            instrumentation_scope=self._logger.instrumentation_scope, limits=self._limits())
-        ours = self.make(context, SeverityNumber.INFO, "e", dict(attributes), timestamp=1,
-                         observed_timestamp=api.observed_timestamp)
+            instrumentation_scope=self._logger.instrumentation_scope, limits=self._limits)
+        ours = self.make(context, INVALID_SPAN.get_span_context(), SeverityNumber.INFO, "e", dict(attributes),
+                         timestamp=1, observed_timestamp=api.observed_timestamp)
         if ours is None or tuple(vars(theirs)) != _RW_FIELDS or tuple(vars(api)) != _API_FIELDS:
             return False
         bounded = theirs.log_record.attributes
@@ -79,30 +86,23 @@ class RecordMaker:
             return False
         return _state(theirs) == _state(ours)
 
-    def _limits(self) -> Any:
-        return self._logger._log_record_limits  # the limits Logger.emit applies
-
-    def make(self, context: Context, severity: SeverityNumber, event_name: str,
+    def make(self, context: Context, span_context: SpanContext, severity: SeverityNumber, event_name: str,
              attributes: dict[str, AttributeValue], *, timestamp: int | None = None,
              observed_timestamp: int | None = None) -> Any:
         """The record ``Logger.emit`` would build for an API record of these fields (the span
-        from ``context``), taking ``attributes`` as its own; None when they need the SDK's
-        cleaning (not plain, or over the logger's limits): emit the API record then."""
-        limits = self._limits()
-        maxlen, max_value_len = limits.max_log_record_attributes, limits.max_log_record_attribute_length
-        if max_value_len is not None or (maxlen is not None and len(attributes) > maxlen):
+        context ``context``'s span's), taking ``attributes`` as its own; None when they need
+        the SDK's cleaning (not plain, or more than the logger keeps): emit the API record then."""
+        maxlen = self._maxlen
+        if (maxlen is not None and len(attributes) > maxlen) or "" in attributes \
+                or not _PLAIN.issuperset(map(type, attributes.values())) or not _KEYS.issuperset(map(type, attributes)):
             return None
-        for key, value in attributes.items():
-            if type(value) not in _PLAIN or type(key) is not str or not key:
-                return None
-        span_context = get_current_span(context).get_span_context()
         bounded = object.__new__(BoundedAttributes)
-        bounded.__dict__.update(_dict=attributes, maxlen=maxlen, dropped=0, max_value_len=max_value_len,
+        bounded.__dict__.update(_dict=attributes, maxlen=maxlen, dropped=0, max_value_len=None,
                                 _lock=threading.Lock(), _immutable=False)
         api = object.__new__(self._record_class)
-        now = time_ns() if timestamp is None else timestamp
         api.__dict__.update(
-            timestamp=now, observed_timestamp=time_ns() if observed_timestamp is None else observed_timestamp,
+            timestamp=time_ns() if timestamp is None else timestamp,
+            observed_timestamp=time_ns() if observed_timestamp is None else observed_timestamp,
             context=context, trace_id=span_context.trace_id, span_id=span_context.span_id,
             trace_flags=span_context.trace_flags, severity_text=None, severity_number=severity, body=None,
             attributes=bounded, event_name=event_name, exception=None,
@@ -110,7 +110,7 @@ class RecordMaker:
         record = object.__new__(ReadWriteLogRecord)
         logger = self._logger
         record.__dict__.update(log_record=api, resource=logger.resource,
-                               instrumentation_scope=logger.instrumentation_scope, limits=limits)
+                               instrumentation_scope=logger.instrumentation_scope, limits=self._limits)
         return record
 
 

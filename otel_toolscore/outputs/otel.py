@@ -114,6 +114,11 @@ def _context(trace_id_hex: str, span_id_hex: str | None) -> Context:
     return trace.set_span_in_context(NonRecordingSpan(span_context))
 
 
+def _span_context(context: Context) -> SpanContext:
+    """The span context an API ``LogRecord`` takes from ``context`` (its current span's)."""
+    return trace.get_current_span(context).get_span_context()
+
+
 class _EventRecord(LogRecord):
     """A ``gen_ai.evaluation.result`` record, which copies itself as ``copy.copy`` copies any
     plain object (a new instance, its ``__dict__`` copied), only without the detour through
@@ -480,23 +485,23 @@ class Emitter:
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVENTS)
             return
-        contexts: dict[str, Context] = {}
+        contexts: dict[str | None, tuple[Context, SpanContext]] = {None: (run_context, _span_context(run_context))}
         make = self._records.make if self._records is not None else None
         name = semconv.GEN_AI_EVALUATION_RESULT
         for group in emission.events:
             # One score's failure must not cost the other scores their events.
             try:
                 for span_id, error, attributes in group:
-                    context = run_context
-                    if span_id is not None:
-                        context = contexts.get(span_id) or contexts.setdefault(
-                            span_id, _context(emission.trace_id, span_id))
+                    pair = contexts.get(span_id)
+                    if pair is None:
+                        context = _context(emission.trace_id, span_id)
+                        pair = contexts[span_id] = (context, _span_context(context))
                     # INFO for judgements; WARN when the scorer could not score, so it stands out.
                     severity = SeverityNumber.WARN if error else SeverityNumber.INFO
                     # The emission's attribute dicts are this record's alone: taken, not copied.
-                    record = make(context, severity, name, attributes) if make is not None else None
+                    record = make(*pair, severity, name, attributes) if make is not None else None
                     logger.emit(record if record is not None else _EventRecord(
-                        timestamp=time.time_ns(), context=context, severity_number=severity,
+                        timestamp=time.time_ns(), context=pair[0], severity_number=severity,
                         event_name=name, attributes=attributes))
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
