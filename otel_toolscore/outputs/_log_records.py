@@ -66,8 +66,8 @@ class RecordMaker:
             return None
 
     def _matches_sdk(self) -> bool:
-        if self._limits.max_log_record_attribute_length is not None:
-            return False
+        if self._limits.max_log_record_attribute_length is not None or (self._maxlen is not None and self._maxlen < 2):
+            return False  # (the check below would have the SDK warn of the sample's dropped attributes)
         from opentelemetry.trace import INVALID_SPAN, set_span_in_context
 
         context = set_span_in_context(INVALID_SPAN)
