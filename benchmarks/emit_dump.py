@@ -6,7 +6,10 @@ evaluation spans' random ids are the only things normalised (zeroed / seeded).
 
     python -m benchmarks.emit_dump OUT.txt    # one line per run and mode: digest of its exports
 
-Run it against two trees (``PYTHONPATH=<tree>``) and ``cmp`` the files.
+Run it against two trees and ``cmp`` the files: from inside each tree (``-m`` puts the working
+directory first on ``sys.path``), with this checkout on ``PYTHONPATH`` for ``benchmarks``::
+
+    cd /tmp/before && PYTHONPATH=/tmp/before:$REPO python -m benchmarks.emit_dump /tmp/before.txt
 """
 
 from __future__ import annotations
