@@ -56,7 +56,7 @@ def _zero_times(message: Any) -> None:
         if field.name.endswith("time_unix_nano"):
             message.ClearField(field.name)
         elif field.type == field.TYPE_MESSAGE:
-            if field.is_repeated:
+            if field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED:
                 for item in value:
                     _zero_times(item)
             else:

@@ -10,14 +10,14 @@ import pytest
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordLimits
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
 from otel_toolscore.config import ToolScoreSettings
 from otel_toolscore.outputs import _log_records
 from otel_toolscore.outputs.otel import Emission, Emitter, _EventRecord
+from tests.support.pipeline import InMemoryLogExporter
 
-pytest.importorskip("opentelemetry.sdk._logs", reason="SDK logs")
 if _log_records.ReadWriteLogRecord is None:  # pragma: no cover - an older SDK: its own path only
     pytest.skip("no ReadWriteLogRecord in this SDK", allow_module_level=True)
 
@@ -39,7 +39,7 @@ def _emission() -> Emission:
 
 
 def _send(limits: LogRecordLimits | None, fast: bool, emission: Emission | None = None) -> list[Any]:
-    exporter = InMemoryLogRecordExporter()
+    exporter = InMemoryLogExporter()
     provider = LoggerProvider(resource=Resource({"service.name": "t"}), log_record_limits=limits)
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     emitter = Emitter(ToolScoreSettings(metrics=False), logger_provider=provider)
@@ -157,7 +157,8 @@ def _points(fast: bool, exemplars: str) -> bytes:
             if field.name.endswith("time_unix_nano"):
                 m.ClearField(field.name)
             elif field.type == field.TYPE_MESSAGE:
-                for item in value if field.is_repeated else [value]:
+                repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+                for item in value if repeated else [value]:
                     zero(item)
 
     zero(message)
