@@ -180,3 +180,56 @@ def test_a_histogram_not_the_sdks_gets_no_recorder() -> None:
             pass
 
     assert PointRecorder.of(OwnHistogram()) is None
+
+
+# --- the processor over recorded and synthetic runs, fast paths on and off --------------------------
+
+
+def _processor_exports(runs: list[list[Any]], fast: bool) -> tuple[bytes, bytes]:
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from benchmarks.emit_dump import _zero_times
+    from benchmarks.throughput import ready_item
+    from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
+
+    class Null:
+        def on_end(self, span: Any) -> None:
+            pass
+
+        def shutdown(self) -> None:
+            pass
+
+    logs = InMemoryLogExporter()
+    resource = Resource({"service.name": "t"})
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    reader = InMemoryMetricReader()
+    proc = ToolScoreSpanProcessor(Null(), meter_provider=MeterProvider(metric_readers=[reader], resource=resource),
+                                  logger_provider=logger_provider, call_events="all")
+    emitter = proc._emitter
+    assert emitter._records is not None and emitter._record_score != emitter._score_histogram.record
+    if not fast:
+        emitter._records = None
+        emitter._record_score = emitter._score_histogram.record
+    for spans in runs:
+        proc._score(ready_item(spans))
+    emitter.flush_counts()
+    log_message, metric_message = encode_logs(logs.get_finished_logs()), encode_metrics(reader.get_metrics_data())
+    _zero_times(log_message)
+    _zero_times(metric_message)
+    proc.shutdown()
+    return log_message.SerializeToString(deterministic=True), metric_message.SerializeToString(deterministic=True)
+
+
+def test_the_processor_exports_the_same_with_and_without_the_fast_paths() -> None:
+    from benchmarks.throughput import synthetic
+    from benchmarks.workload import fixture_runs
+
+    runs = [spans for _, spans in fixture_runs()] + synthetic(10, 40, seed0=11)
+    fast_logs, fast_metrics = _processor_exports(runs, fast=True)
+    sdk_logs, sdk_metrics = _processor_exports(runs, fast=False)
+    assert len(fast_logs) > 10_000 and b"gen_ai.evaluation.score" in fast_metrics
+    assert fast_logs == sdk_logs
+    assert fast_metrics == sdk_metrics
