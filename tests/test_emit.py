@@ -984,7 +984,7 @@ def test_broken_instrument_is_counted_not_raised(
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(emitter._score_histogram, "record", boom)
+    monkeypatch.setattr(emitter, "_record_score", boom)  # the score histogram's record (or its fast path)
     monkeypatch.setattr(emitter._judge_duration, "record", boom)
     emitter.record_metrics(trajectory, [ACCURACY, SKIPPED])
     emitter.record_judge(1.0, None, "m")

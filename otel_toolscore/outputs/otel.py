@@ -51,6 +51,8 @@ from opentelemetry.util.types import AttributeValue
 from otel_toolscore import _fork, semconv
 from otel_toolscore._version import __version__
 from otel_toolscore.config import ToolScoreSettings
+from otel_toolscore.outputs._log_records import RecordMaker
+from otel_toolscore.outputs._metric_points import PointRecorder
 from otel_toolscore.outputs._prepare import (
     OUTPUT_EVALUATION_SPAN,
     OUTPUT_EVENTS,
@@ -110,6 +112,11 @@ def _context(trace_id_hex: str, span_id_hex: str | None) -> Context:
         trace_flags=TraceFlags(TraceFlags.SAMPLED),
     )
     return trace.set_span_in_context(NonRecordingSpan(span_context))
+
+
+def _span_context(context: Context) -> SpanContext:
+    """The span context an API ``LogRecord`` takes from ``context`` (its current span's)."""
+    return trace.get_current_span(context).get_span_context()
 
 
 class _EventRecord(LogRecord):
@@ -293,6 +300,7 @@ class Emitter:
             "events": settings.events and logger_provider is None and _is_unset(get_logger_provider()),
         }
         self._logger: Logger | None = None
+        self._records: RecordMaker | None = None
         if settings.events:
             try:
                 self._logger = (logger_provider or get_logger_provider()).get_logger(
@@ -300,6 +308,8 @@ class Emitter:
                 )
             except Exception:  # noqa: BLE001
                 _log.warning("otel-toolscore: events disabled, no logger", exc_info=True)
+            else:
+                self._records = RecordMaker.of(self._logger, _EventRecord)
         _fork.reinit_in_child(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
@@ -315,6 +325,10 @@ class Emitter:
             description="Evaluation scores of agent runs",
             explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
         )
+        self._record_score: Callable[[float, dict[str, AttributeValue]], None] = self._score_histogram.record
+        recorder = PointRecorder.of(self._score_histogram)
+        if recorder is not None:
+            self._record_score = recorder.record
         self._issues_counter = meter.create_counter(
             semconv.METRIC_TOOL_CALL_ISSUES,
             unit="{issue}",
@@ -471,25 +485,24 @@ class Emitter:
         except Exception:  # noqa: BLE001 - never raise into the worker
             self._failed(OUTPUT_EVENTS)
             return
-        contexts: dict[str, Context] = {}
+        contexts: dict[str | None, tuple[Context, SpanContext]] = {None: (run_context, _span_context(run_context))}
+        make = self._records.make if self._records is not None else None
+        name = semconv.GEN_AI_EVALUATION_RESULT
         for group in emission.events:
             # One score's failure must not cost the other scores their events.
             try:
                 for span_id, error, attributes in group:
-                    context = run_context
-                    if span_id is not None:
-                        context = contexts.get(span_id) or contexts.setdefault(
-                            span_id, _context(emission.trace_id, span_id))
-                    logger.emit(
-                        _EventRecord(
-                            timestamp=time.time_ns(),
-                            context=context,
-                            # INFO for judgements; WARN when the scorer could not score, so it stands out.
-                            severity_number=SeverityNumber.WARN if error else SeverityNumber.INFO,
-                            event_name=semconv.GEN_AI_EVALUATION_RESULT,
-                            attributes=attributes,
-                        )
-                    )
+                    pair = contexts.get(span_id)
+                    if pair is None:
+                        context = _context(emission.trace_id, span_id)
+                        pair = contexts[span_id] = (context, _span_context(context))
+                    # INFO for judgements; WARN when the scorer could not score, so it stands out.
+                    severity = SeverityNumber.WARN if error else SeverityNumber.INFO
+                    # The emission's attribute dicts are this record's alone: taken, not copied.
+                    record = make(*pair, severity, name, attributes) if make is not None else None
+                    logger.emit(record if record is not None else _EventRecord(
+                        timestamp=time.time_ns(), context=pair[0], severity_number=severity,
+                        event_name=name, attributes=attributes))
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 
@@ -512,7 +525,7 @@ class Emitter:
                     attributes = cached.get(key)
                     if attributes is None:
                         attributes = self._keep_attributes(key, _score_attributes(name, label, agent))
-                    self._score_histogram.record(value, attributes)
+                    self._record_score(value, attributes)
                 for issue_type, severity, tool_name in issues:
                     tool = self._bounded_tool_name(tool_name)
                     key = ("issue", name, issue_type, severity, tool)
