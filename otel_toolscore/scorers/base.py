@@ -139,7 +139,8 @@ class Scorer(ABC):
         """Judge one trajectory. Never raises: failures come back as an error ``Score``."""
         try:
             result = self._score(trajectory)
-            _check_json_serialisable(result.details)
+            if not self._details_are_json(result):
+                _check_json_serialisable(result.details)
             return result
         except Exception as exc:  # noqa: BLE001 - the contract is "never raise into the caller"
             return Score.failed(self.name, exc)
@@ -149,6 +150,14 @@ class Scorer(ABC):
     @abstractmethod
     def _score(self, trajectory: Trajectory) -> Score:
         """The judgement itself; may raise, ``score`` turns that into an error score."""
+
+    def _details_are_json(self, result: Score) -> bool:
+        """True only when ``result`` (what ``_score`` just returned) has details that are JSON
+        by construction: every value one the scorer made, or a value from the trajectory that
+        this method saw to be of a JSON type. ``score`` then skips encoding them to find out
+        (the cost of that encode is a score's own bookkeeping, paid on every run). False, the
+        default: they are encoded."""
+        return False
 
     @classmethod
     def from_options(cls, options: dict[str, Any], inputs: BuildInputs) -> Scorer:
