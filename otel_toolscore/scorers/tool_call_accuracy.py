@@ -132,7 +132,6 @@ class ToolCallAccuracy(Scorer):
             )
         return judge(self.name, trajectory, expectation)
 
-
     def _details_are_json(self, result: Score) -> bool:
         # ``judge``'s details (a subclass may write others): flags and names it made, the
         # expectation's names, and each call's id, name and span id; JSON when those are text.
