@@ -172,7 +172,7 @@ def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score
         "tool_calls": json_view(results),
         "expectation_source": expectation.source,
     }
-    return Score(
+    return Score.of_code(
         name=name,
         value=1.0 if passed else 0.0,
         label=LABEL_PASS if passed else LABEL_FAIL,

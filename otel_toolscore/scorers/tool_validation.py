@@ -330,7 +330,7 @@ class ToolCallValidation(Scorer):
     def _score(self, trajectory: Trajectory) -> Score:
         calls = trajectory.tool_calls
         if not calls:
-            return Score(
+            return Score.of_code(
                 name=self.name,
                 value=1.0,
                 label=LABEL_NO_TOOL_CALLS,
@@ -457,7 +457,7 @@ class ToolCallValidation(Scorer):
         else:
             top = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
             explanation = f"{bad} of {len(reports)} tool call(s) have issues: {top}."
-        return Score(
+        return Score.of_code(
             name=self.name,
             value=value,
             label=LABEL_PASS if passed else LABEL_FAIL,
