@@ -153,6 +153,17 @@ class _Run:
 
 
 def _find_runs(tree: _Tree) -> list[_Run]:
+    roots = tree.roots
+    if len(roots) == 1 and roots[0].role == "agent":
+        # The usual trace: one agent span above all the others (one root: every span is below
+        # it). With no other agent span, it is the one run when anything ran below it: what the
+        # walk below finds, without counting each span's activity.
+        roles = [f.role for f in tree.facts.values()]
+        if roles.count("agent") == 1:
+            if _ACTIVITY.isdisjoint(roles):
+                return []
+            root = roots[0]
+            return [_Run(span=root, wrappers=[], name=root.agent_name or root.agent_name_fallback or None, parent=None)]
     children = tree.children
     #: LLM, tool and retrieval spans in each span's subtree, itself included
     activity: dict[str, int] = {}
@@ -181,7 +192,7 @@ def _find_runs(tree: _Tree) -> list[_Run]:
     # around it) reaches those below the spans between unchanged, but for the wrappers, which
     # only its own children are given (a span between starts over with none).
     stack: list[tuple[SpanFacts, _Run | None, list[SpanFacts]]] = []
-    for root in reversed(tree.roots):
+    for root in reversed(roots):
         if root.role == "agent":
             stack.append((root, None, []))
         else:

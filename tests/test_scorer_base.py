@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import pickle
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_toolscore import semconv
 from otel_toolscore.scorers import (
@@ -23,6 +26,7 @@ from otel_toolscore.scorers import (
     resolve_expectations,
     run_scorers,
 )
+from otel_toolscore.scorers.results import CallResult
 from otel_toolscore.trajectory import Trajectory
 from tests.support.trajectory_factory import make_trajectory
 
@@ -182,3 +186,33 @@ def test_unreadable_run_expectation_raises_a_typed_error() -> None:
     )
     with pytest.raises(InvalidExpectationError):
         resolve_expectations(trajectory)
+
+
+# --- Score.of_code: the instance validation gives, without validating -----------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(max_size=5),
+    value=st.one_of(st.none(), st.floats(allow_nan=False)),
+    label=st.sampled_from(["pass", "fail", "no_tool_calls"]),
+    explanation=st.text(max_size=8),
+    details=st.dictionaries(st.text(max_size=3), st.one_of(st.none(), st.integers(), st.text(max_size=3),
+                                                           st.lists(st.integers(), max_size=2)), max_size=3),
+    n_calls=st.integers(0, 2),
+)
+def test_a_code_scorers_score_is_the_validated_one(name: str, value: float | None, label: str, explanation: str,
+                                                   details: dict[str, Any], n_calls: int) -> None:
+    calls = tuple(CallResult(i, f"c{i}", "t", None, 1.0) for i in range(n_calls))
+    built = Score.of_code(name, value, label, explanation, dict(details), calls)
+    validated = Score(name=name, value=value, label=label, explanation=explanation, details=dict(details),
+                      call_results=calls)
+    assert built == validated
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.model_dump() == validated.model_dump()
+    assert built.model_dump_json() == validated.model_dump_json()
+    assert repr(built) == repr(validated)
+    assert built.calls == validated.calls and built.outcome == validated.outcome
+    assert pickle.loads(pickle.dumps(built)) == validated
+    changed = built.model_copy(update={"value": 0.5})
+    assert changed.value == 0.5 and built.value == value

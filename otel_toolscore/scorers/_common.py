@@ -72,6 +72,12 @@ def _encode(encoder: json.JSONEncoder, value: Any) -> str:
         return "<nested too deeply to show>"
 
 
+def is_text_or_none(value: Any) -> bool:
+    """A value that is JSON as it is: a ``str`` (not a subclass: its methods could be anything)
+    or None. For scorers that copy a call's id or name into their details."""
+    return value is None or type(value) is str
+
+
 def json_type(value: Any) -> str:
     if value is None:
         return "null"

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from otel_toolscore.scorers._common import is_text_or_none
 from otel_toolscore.scorers.base import (
     LABEL_FAIL,
     LABEL_PASS,
@@ -131,6 +132,18 @@ class ToolCallAccuracy(Scorer):
             )
         return judge(self.name, trajectory, expectation)
 
+    def _details_are_json(self, result: Score) -> bool:
+        # ``judge``'s details (a subclass may write others): flags and names it made, the
+        # expectation's names, and each call's id, name and span id; JSON when those are text.
+        if type(self) is not ToolCallAccuracy or result.call_results is None:
+            return False
+        details = result.details
+        order = details.get("expected_tool_order")
+        return (is_text_or_none(details.get("expected_tool"))
+                and (order is None or (type(order) is list and all(type(x) is str for x in order)))
+                and all(is_text_or_none(r.call_id) and is_text_or_none(r.name) and is_text_or_none(r.span_id)
+                        for r in result.call_results))
+
 
 def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score:
     calls = trajectory.tool_calls
@@ -159,7 +172,7 @@ def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score
         "tool_calls": json_view(results),
         "expectation_source": expectation.source,
     }
-    return Score(
+    return Score.of_code(
         name=name,
         value=1.0 if passed else 0.0,
         label=LABEL_PASS if passed else LABEL_FAIL,

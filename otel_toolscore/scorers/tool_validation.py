@@ -39,6 +39,7 @@ from referencing import Registry
 from otel_toolscore.scorers._common import (
     canonical_json,
     clip,
+    is_text_or_none,
     json_type,
     small_json,
     step_positions,
@@ -329,7 +330,7 @@ class ToolCallValidation(Scorer):
     def _score(self, trajectory: Trajectory) -> Score:
         calls = trajectory.tool_calls
         if not calls:
-            return Score(
+            return Score.of_code(
                 name=self.name,
                 value=1.0,
                 label=LABEL_NO_TOOL_CALLS,
@@ -355,6 +356,15 @@ class ToolCallValidation(Scorer):
             for index, call in enumerate(calls)
         ]
         return self._summarise(reports)
+
+    def _details_are_json(self, result: Score) -> bool:
+        # This class's own details (a subclass may write others) about calls without issues hold
+        # nothing from the trajectory but each call's id and name: text or None, they are JSON.
+        # (An issue copies values from the call and its schema: those details are encoded.)
+        if type(self) is not ToolCallValidation or result.call_results is None:
+            return False
+        return all(not r.issues and is_text_or_none(r.call_id) and is_text_or_none(r.name)
+                   for r in result.call_results)
 
     # one call ---------------------------------------------------------------------------------
 
@@ -447,7 +457,7 @@ class ToolCallValidation(Scorer):
         else:
             top = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
             explanation = f"{bad} of {len(reports)} tool call(s) have issues: {top}."
-        return Score(
+        return Score.of_code(
             name=self.name,
             value=value,
             label=LABEL_PASS if passed else LABEL_FAIL,
