@@ -21,6 +21,7 @@ from opentelemetry.trace import StatusCode
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import (
+    _memo,
     crewai,
     gcp_vertex_agent,
     genai,
@@ -43,7 +44,6 @@ from otel_toolscore.conventions.parsing import (
     may_escape_half,
     may_hold_surrogates,
     result_error,
-    shared_memo,
     stop_collecting,
     text_may_hold_surrogates,
 )
@@ -186,11 +186,14 @@ def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
     unread: list[tuple[Any, str]] = []
     token = collect_unread(unread)  # once for the trace: each span takes what it left unread
     ids: dict[int, str] = {}  # each id formatted once: a parent's is every child's parent_id
+    memo, memo_token = _memo.begin()
     try:
-        with shared_memo():
-            return [_read(s, i, ids, unread) for i, s in enumerate(spans)]
+        facts = [_read(s, i, ids, unread) for i, s in enumerate(spans)]
     finally:
+        _memo.reset(memo_token)
         stop_collecting(token)
+    memo.keep_for_later_traces()
+    return facts
 
 
 def _service_name(span: ReadableSpan) -> str | None:

@@ -9,7 +9,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, NamedTuple, TypeVar
 
 from otel_toolscore import _fork
@@ -471,13 +471,23 @@ _memo: ContextVar[ReadMemo | None] = ContextVar("otel_toolscore_read_memo", defa
 @contextmanager
 def shared_memo() -> Iterator[ReadMemo]:
     """Readers called inside share one ``ReadMemo`` (one trace at a time)."""
-    memo = ReadMemo()
-    token = _memo.set(memo)
+    memo, token = begin()
     try:
         yield memo
     finally:
         _memo.reset(token)
     memo.keep_for_later_traces()
+
+
+def begin() -> tuple[ReadMemo, Token[ReadMemo | None]]:
+    """``shared_memo`` without a generator, for ``read_trace`` (once per trace: the generator's
+    frames cost about as much as reading a span): ``reset(token)`` after, then, when the trace
+    was read, ``keep_for_later_traces``."""
+    memo = ReadMemo()
+    return memo, _memo.set(memo)
+
+
+reset: Callable[[Token[ReadMemo | None]], None] = _memo.reset
 
 
 #: ``current()``: the ``ReadMemo`` of the trace being read (``shared_memo``), if any (the
