@@ -277,23 +277,25 @@ def _read(span: ReadableSpan, order: int, ids: dict[int, str], unread: list[tupl
         facts.service_name = _service_name(span)
     # (most spans: no event, no tool, no ERROR status: no failure to look for)
     status = span.status
-    if events or facts.tool is not None or (status is not None and status.status_code is StatusCode.ERROR):
+    if events or facts.tool is not None or (status is not None and status.status_code is _ERROR):
         _read_failure(span, events, status, facts)
     for key in keys.expectations:
         facts.expectations[key] = attrs[key]
-    # A span no reader recognised gives the run only its name (in problems): look at that alone.
-    if _may_hold_surrogates(span, events, status, attrs, keys) if facts.conventions else may_hold_surrogates(name):
+    # Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
+    # Rare; when so, what was read is cleaned rather than every reader guarding its output. (A
+    # span no reader recognised gives the run only its name, in problems: that alone is looked at.)
+    if (keys.may_hold_surrogates or _texts_may_hold_surrogates(attrs.values())
+            or _others_may_hold_surrogates(name, events, status)) if facts.conventions \
+            else may_hold_surrogates(name):
         clean_strings(facts)
     return facts
 
 
-def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], status: Any, attrs: Attributes, keys: _Keys) -> bool:
-    """Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
-    Rare; when so, what was read is cleaned rather than every reader guarding its output.
-    Most texts are ASCII without a ``\\u`` escape, which two C-level checks tell."""
-    if keys.may_hold_surrogates or _texts_may_hold_surrogates(attrs.values()):
-        return True
-    name = span.name or ""
+_ERROR = StatusCode.ERROR  # (an enum member looked up on its class costs a call)
+
+
+def _others_may_hold_surrogates(name: str, events: Sequence[Any], status: Any) -> bool:
+    """Lone surrogates in the span's name, status or events (its attributes are looked at first)?"""
     if not name.isascii() and may_hold_surrogates(name):
         return True
     if status is not None and status.description and may_hold_surrogates(status.description):
@@ -335,7 +337,7 @@ def _read_failure(span: ReadableSpan, events: Sequence[Any], status: Any, facts:
             etype, emsg = ev.get(sc.EXCEPTION_TYPE), ev.get(sc.EXCEPTION_MESSAGE)
             error = ": ".join(str(x) for x in (etype, emsg) if x) or "exception"
             break
-    if error is None and status is not None and status.status_code is StatusCode.ERROR:
+    if error is None and status is not None and status.status_code is _ERROR:
         error = status.description or (span.attributes or {}).get(sc.ERROR_TYPE) or "error"
     if error is not None:
         facts.error = as_text(error)

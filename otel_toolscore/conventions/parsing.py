@@ -1038,7 +1038,8 @@ _FEW_MESSAGES = 16
 def _system_texts(messages: list[Message]) -> tuple[str, ...]:
     # (a message's role and content, once read, are changed only for tool calls and results:
     # ``read_text_tool_messages``, ``_repr_tool_calls``; see ``ReadMemo.derived``)
-    return tuple(m.content for m in messages if m.role in ("system", "developer") and m.content)
+    # (a list comprehension: a generator's frame per call costs more than the few messages)
+    return tuple([m.content for m in messages if (m.role == "system" or m.role == "developer") and m.content])
 
 
 def opt_str(v: Any) -> str | None:
