@@ -226,3 +226,26 @@ def test_read_trace_leaves_no_memo_behind_even_when_a_span_cannot_be_read() -> N
     else:
         raise AssertionError("a span without a context must fail the trace's read here")
     assert _memo.current() is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(where=st.sampled_from(["status", "event", "name", "none"]),
+       text=st.sampled_from(["bad \ud800 text", "bad \\ud800 text", "fine \\u00b0 text", "plain"]))
+def test_a_surrogate_in_a_spans_name_status_or_events_has_what_was_read_cleaned(where: str, text: str) -> None:
+    # the attributes hold none: what the span's name, status or exception event say is read
+    # into its facts (its name, its error), and must be cleaned there
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.trace import Status, StatusCode
+
+    from otel_toolscore.conventions._text import valid_text
+
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f", "gen_ai.tool.call.result": "{}"}
+    events = [Event("exception", {"exception.type": "E", "exception.message": text})] if where == "event" else []
+    span = ReadableSpan(
+        name=f"execute_tool {text}" if where == "name" else "execute_tool f",
+        context=SpanContext(1, 2, False, TraceFlags(1)), attributes=attrs, events=events,
+        status=Status(StatusCode.ERROR, text if where == "status" else None))
+    facts = read_span(span)
+    expected = valid_text(text) if where in ("status", "event") else "error"
+    assert facts.error is not None and facts.error.endswith(expected)
+    assert facts.name == valid_text(facts.name)

@@ -284,8 +284,10 @@ def _read(span: ReadableSpan, order: int, ids: dict[int, str], unread: list[tupl
     # Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
     # Rare; when so, what was read is cleaned rather than every reader guarding its output. (A
     # span no reader recognised gives the run only its name, in problems: that alone is looked at.)
+    # (most spans: an ASCII name, no event, no status description: nothing else to look at)
     if (keys.may_hold_surrogates or _texts_may_hold_surrogates(attrs.values())
-            or _others_may_hold_surrogates(name, events, status)) if facts.conventions \
+            or (events or not name.isascii() or (status is not None and status.description))
+            and _others_may_hold_surrogates(name, events, status)) if facts.conventions \
             else may_hold_surrogates(name):
         clean_strings(facts)
     return facts
