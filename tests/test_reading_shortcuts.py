@@ -5,11 +5,14 @@
   which asks for every shape, on any item with those keys.
 * ``read_span`` asks only the ``_STATED`` entries whose key the span's key set holds: the role it
   states must be the one the whole table, asked in order, gives.
+* The search for lone surrogates skips a text without a backslash, then one without ``\\u[dD]``:
+  its verdict, per text and per span, must be the one the whole search gives.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from hypothesis import given, settings
@@ -20,6 +23,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 import otel_toolscore.conventions as conventions
 from otel_toolscore.conventions import parsing as p
 from otel_toolscore.conventions import read_span
+from otel_toolscore.conventions._text import _SURROGATE_ESCAPE, may_escape_half
 
 _scalar = st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=8)
 _role = st.sampled_from(["system", "user", "assistant", "tool", "human", "AI", "model", " Tool ", ""]) | _scalar
@@ -165,3 +169,83 @@ def test_short_object_arguments_are_read_as_the_long_way_reads_them(text: str) -
 @given(text=_object_text)
 def test_a_short_object_result_is_read_as_the_long_way_reads_it(text: str) -> None:
     assert _outcome(p._read_result, text) == _outcome(p._any_result, text)
+
+
+# --- the per-span check for surrogates: prefilters against the whole search --------------------
+
+_text_piece = st.sampled_from(["\\ud83d", "\\ude00", "\\uDBFF", "\\uD83D", "\\\\", "\\u00b0", "\\", "u", "d",
+                               "D", "a", "é", "\ud83d", "\udc00", "😀", "\\n"])
+
+
+def _whole_search(text: str) -> bool:
+    """``may_hold_surrogates`` without a prefilter: a raw surrogate, or an escape of a lone half
+    found by the one regex that decides it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+@settings(max_examples=1000, deadline=None)
+@given(pieces=st.lists(_text_piece, max_size=10), start=st.integers(0, 12))
+def test_the_backslash_and_half_escape_prefilter_rules_out_only_texts_the_whole_search_clears(
+        pieces: list[str], start: int) -> None:
+    text = "".join(pieces)
+    assert p.may_hold_surrogates(text) == _whole_search(text)
+    assert may_escape_half(text, start) == (re.search(r"\\u[dD]", text[start:]) is not None)
+
+
+_attr_value = (st.lists(_text_piece, max_size=6).map("".join) | st.integers() | st.booleans()
+               | st.tuples(st.lists(_text_piece, max_size=4).map("".join), st.integers())
+               | st.lists(_text_piece, max_size=6).map(lambda ps: "x" * 1030 + "".join(ps)))
+
+
+@settings(max_examples=500, deadline=None)
+@given(values=st.lists(_attr_value, max_size=6))
+def test_a_spans_values_may_hold_surrogates_exactly_when_one_of_its_texts_does(values: list[Any]) -> None:
+    texts = [t for v in values for t in (v if isinstance(v, tuple) else (v,)) if isinstance(t, str)]
+    with p.shared_memo():
+        assert conventions._texts_may_hold_surrogates(values) == any(map(_whole_search, texts))
+    assert conventions._texts_may_hold_surrogates(values) == any(map(_whole_search, texts))
+
+
+def test_read_trace_leaves_no_memo_behind_even_when_a_span_cannot_be_read() -> None:
+    from otel_toolscore.conventions import _memo
+
+    class _Broken:
+        @property
+        def context(self) -> Any:
+            raise RuntimeError("no context")
+
+    assert _memo.current() is None
+    try:
+        conventions.read_trace([_Broken()])  # type: ignore[list-item]
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("a span without a context must fail the trace's read here")
+    assert _memo.current() is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(where=st.sampled_from(["status", "event", "name", "none"]),
+       text=st.sampled_from(["bad \ud800 text", "bad \\ud800 text", "fine \\u00b0 text", "plain"]))
+def test_a_surrogate_in_a_spans_name_status_or_events_has_what_was_read_cleaned(where: str, text: str) -> None:
+    # the attributes hold none: what the span's name, status or exception event say is read
+    # into its facts (its name, its error), and must be cleaned there
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.trace import Status, StatusCode
+
+    from otel_toolscore.conventions._text import valid_text
+
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f", "gen_ai.tool.call.result": "{}"}
+    events = [Event("exception", {"exception.type": "E", "exception.message": text})] if where == "event" else []
+    span = ReadableSpan(
+        name=f"execute_tool {text}" if where == "name" else "execute_tool f",
+        context=SpanContext(1, 2, False, TraceFlags(1)), attributes=attrs, events=events,
+        status=Status(StatusCode.ERROR, text if where == "status" else None))
+    facts = read_span(span)
+    expected = valid_text(text) if where in ("status", "event") else "error"
+    assert facts.error is not None and facts.error.endswith(expected)
+    assert facts.name == valid_text(facts.name)

@@ -21,6 +21,7 @@ from opentelemetry.trace import StatusCode
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import (
+    _memo,
     crewai,
     gcp_vertex_agent,
     genai,
@@ -40,9 +41,9 @@ from otel_toolscore.conventions.parsing import (
     as_text,
     clean_strings,
     collect_unread,
+    may_escape_half,
     may_hold_surrogates,
     result_error,
-    shared_memo,
     stop_collecting,
     text_may_hold_surrogates,
 )
@@ -185,11 +186,14 @@ def read_trace(spans: Sequence[ReadableSpan]) -> list[SpanFacts]:
     unread: list[tuple[Any, str]] = []
     token = collect_unread(unread)  # once for the trace: each span takes what it left unread
     ids: dict[int, str] = {}  # each id formatted once: a parent's is every child's parent_id
+    memo, memo_token = _memo.begin()
     try:
-        with shared_memo():
-            return [_read(s, i, ids, unread) for i, s in enumerate(spans)]
+        facts = [_read(s, i, ids, unread) for i, s in enumerate(spans)]
     finally:
+        _memo.reset(memo_token)
         stop_collecting(token)
+    memo.keep_for_later_traces()
+    return facts
 
 
 def _service_name(span: ReadableSpan) -> str | None:
@@ -273,23 +277,27 @@ def _read(span: ReadableSpan, order: int, ids: dict[int, str], unread: list[tupl
         facts.service_name = _service_name(span)
     # (most spans: no event, no tool, no ERROR status: no failure to look for)
     status = span.status
-    if events or facts.tool is not None or (status is not None and status.status_code is StatusCode.ERROR):
+    if events or facts.tool is not None or (status is not None and status.status_code is _ERROR):
         _read_failure(span, events, status, facts)
     for key in keys.expectations:
         facts.expectations[key] = attrs[key]
-    # A span no reader recognised gives the run only its name (in problems): look at that alone.
-    if _may_hold_surrogates(span, events, status, attrs, keys) if facts.conventions else may_hold_surrogates(name):
+    # Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
+    # Rare; when so, what was read is cleaned rather than every reader guarding its output. (A
+    # span no reader recognised gives the run only its name, in problems: that alone is looked at.)
+    # (most spans: an ASCII name, no event, no status description: nothing else to look at)
+    if (keys.may_hold_surrogates or _texts_may_hold_surrogates(attrs.values())
+            or (events or not name.isascii() or (status is not None and status.description))
+            and _others_may_hold_surrogates(name, events, status)) if facts.conventions \
+            else may_hold_surrogates(name):
         clean_strings(facts)
     return facts
 
 
-def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], status: Any, attrs: Attributes, keys: _Keys) -> bool:
-    """Lone surrogates (raw, or JSON-escaped in text the readers parse) anywhere in the span?
-    Rare; when so, what was read is cleaned rather than every reader guarding its output.
-    Most texts are ASCII without a ``\\u`` escape, which two C-level checks tell."""
-    if keys.may_hold_surrogates or _texts_may_hold_surrogates(attrs.values()):
-        return True
-    name = span.name or ""
+_ERROR = StatusCode.ERROR  # (an enum member looked up on its class costs a call)
+
+
+def _others_may_hold_surrogates(name: str, events: Sequence[Any], status: Any) -> bool:
+    """Lone surrogates in the span's name, status or events (its attributes are looked at first)?"""
     if not name.isascii() and may_hold_surrogates(name):
         return True
     if status is not None and status.description and may_hold_surrogates(status.description):
@@ -306,14 +314,17 @@ def _may_hold_surrogates(span: ReadableSpan, events: Sequence[Any], status: Any,
 def _texts_may_hold_surrogates(values: Iterable[Any]) -> bool:
     for value in values:
         if type(value) is str:
-            # (most texts: ASCII without an escape, told in C without a call; a long one, a
-            # history that extends one read before, is searched only in what it adds)
-            if (len(value) >= _LONG_TEXT or not value.isascii() or "\\u" in value) \
-                    and text_may_hold_surrogates(value):
+            # (most texts: ASCII, told in O(1), without a backslash, told by one ``memchr``, both
+            # without a call; a long one, a history that extends one read before, is searched
+            # only in what it adds)
+            if len(value) >= _LONG_TEXT:
+                if text_may_hold_surrogates(value):
+                    return True
+            elif (not value.isascii() or "\\" in value and may_escape_half(value)) and may_hold_surrogates(value):
                 return True
         elif type(value) is tuple:  # (a loop here: a generator per tuple costs more than the checks)
             for v in value:
-                if type(v) is str and (not v.isascii() or "\\u" in v) and may_hold_surrogates(v):
+                if type(v) is str and (not v.isascii() or "\\" in v) and may_hold_surrogates(v):
                     return True
     return False
 
@@ -328,7 +339,7 @@ def _read_failure(span: ReadableSpan, events: Sequence[Any], status: Any, facts:
             etype, emsg = ev.get(sc.EXCEPTION_TYPE), ev.get(sc.EXCEPTION_MESSAGE)
             error = ": ".join(str(x) for x in (etype, emsg) if x) or "exception"
             break
-    if error is None and status is not None and status.status_code is StatusCode.ERROR:
+    if error is None and status is not None and status.status_code is _ERROR:
         error = status.description or (span.attributes or {}).get(sc.ERROR_TYPE) or "error"
     if error is not None:
         facts.error = as_text(error)

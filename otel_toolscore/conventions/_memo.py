@@ -9,11 +9,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, NamedTuple, TypeVar
 
 from otel_toolscore import _fork
-from otel_toolscore.conventions._text import JSON_WS, json_value, lone_surrogate_escape, unread_so_far
+from otel_toolscore.conventions._text import (
+    JSON_WS,
+    json_value,
+    lone_surrogate_escape,
+    may_escape_half,
+    unread_so_far,
+)
 
 _T = TypeVar("_T")
 #: earlier lists remembered per attribute: parallel sub-agents interleave a few histories
@@ -57,7 +63,7 @@ class ReadMemo:
         where it differs: each LLM span's history repeats the one before it."""
         if self._clean.get(id(text)) is text:
             return False
-        rest, start = text, 0
+        start = 0
         extends = self._extends.get(id(text))
         if extends is not None and extends[0] is text and self._clean.get(id(extends[1])) is extends[1]:
             # The text shares all but the clean one's last character with it. An escape of a
@@ -66,15 +72,13 @@ class ReadMemo:
             # is all in that part, with what tells whether it is paired: the clean text would
             # hold it too. One that begins later is searched for from there on.
             start = max(len(extends[1]) - 1 - 10, 0)
-            rest = text[start:]
-        if not rest.isascii():
+        if not text.isascii():  # (O(1): an ASCII text holds no raw surrogate)
             # a raw surrogate is one character: in the shared part, the clean text would hold it
             try:
-                rest.encode("utf-8")
+                text[start:].encode("utf-8")
             except UnicodeEncodeError:
                 return True
-        # (one two-character search rules out most texts; the three-character ones cost more)
-        if "\\u" in rest and ("\\ud" in rest or "\\uD" in rest) and lone_surrogate_escape(text, start):
+        if may_escape_half(text, start) and lone_surrogate_escape(text, start):
             return True
         self._clean[id(text)] = text
         return False
@@ -467,13 +471,23 @@ _memo: ContextVar[ReadMemo | None] = ContextVar("otel_toolscore_read_memo", defa
 @contextmanager
 def shared_memo() -> Iterator[ReadMemo]:
     """Readers called inside share one ``ReadMemo`` (one trace at a time)."""
-    memo = ReadMemo()
-    token = _memo.set(memo)
+    memo, token = begin()
     try:
         yield memo
     finally:
         _memo.reset(token)
     memo.keep_for_later_traces()
+
+
+def begin() -> tuple[ReadMemo, Token[ReadMemo | None]]:
+    """``shared_memo`` without a generator, for ``read_trace`` (once per trace: the generator's
+    frames cost about as much as reading a span): ``reset(token)`` after, then, when the trace
+    was read, ``keep_for_later_traces``."""
+    memo = ReadMemo()
+    return memo, _memo.set(memo)
+
+
+reset: Callable[[Token[ReadMemo | None]], None] = _memo.reset
 
 
 #: ``current()``: the ``ReadMemo`` of the trace being read (``shared_memo``), if any (the

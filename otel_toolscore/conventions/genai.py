@@ -78,12 +78,15 @@ def detect(span: ReadableSpan, attrs: Attributes) -> Stated | None:
 
 def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated) -> None:
     span_events = span.events
-    events = _deprecated_events(span) if span_events else []
-    content = event_content(span) if span_events else _NO_CONTENT
-    if content:
-        # what the span's attributes hold wins over the same attribute in an event
-        for key in attrs:
-            content.pop(key, None)
+    if span_events:
+        events = _deprecated_events(span)
+        content = event_content(span)
+        if content:
+            # what the span's attributes hold wins over the same attribute in an event
+            for key in attrs:
+                content.pop(key, None)
+    else:
+        events, content = _NO_EVENTS, _NO_CONTENT
     has_messages = (sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs
                     or (bool(content) and (sc.GEN_AI_INPUT_MESSAGES in content or sc.GEN_AI_OUTPUT_MESSAGES in content)))
     facts.note(NAME if not events else NAME + "_events")
@@ -97,7 +100,7 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
             facts.agent_name_fallback = (rest.strip() or None) if op in sc.AGENT_OPERATIONS else span.name
     elif stated == "tool":
         _read_tool(span, attrs, facts)
-        if facts.tool is not None and span.events:
+        if facts.tool is not None and span_events:
             _tool_io_from_events(span, facts.tool)
     elif stated == "retrieval":
         _read_retrieval(attrs, facts)
@@ -118,14 +121,17 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
         if ref in attrs:
             facts.external_content.append(f"{ref}={attrs[ref]}")
 
+    # (most spans carry no content in events: then a value is the attribute's)
     if facts.system_instructions is None:
-        value = _first_value(attrs, content, sc.GEN_AI_SYSTEM_INSTRUCTIONS)
+        value = _first_value(attrs, content, sc.GEN_AI_SYSTEM_INSTRUCTIONS) if content \
+            else attrs.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS)
         if value is not None:
             facts.system_instructions = system_text(value)
     if facts.system_instructions is None and facts.input_messages:
         facts.system_instructions = p.system_from_messages(facts.input_messages)
     if facts.tool_definitions is None:
-        value = _first_value(attrs, content, sc.GEN_AI_TOOL_DEFINITIONS)
+        value = _first_value(attrs, content, sc.GEN_AI_TOOL_DEFINITIONS) if content \
+            else attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
         if value is not None:
             facts.tool_definitions = p.tool_definitions_from(value)
 
@@ -170,8 +176,9 @@ def _first_value(attrs: Attributes, content: dict[str, list[Any]], key: str) -> 
 
 
 #: a span without events carries no content in them (never changed: ``content`` is only
-#: changed when it holds something)
+#: changed when it holds something), nor deprecated message events (never changed either)
 _NO_CONTENT: dict[str, list[Any]] = {}
+_NO_EVENTS: list[Any] = []
 
 
 def _messages_in(attrs: Attributes, content: dict[str, list[Any]], key: str, facts: SpanFacts) -> list[Message] | None:

@@ -24,6 +24,7 @@ from otel_toolscore.conventions._memo import forget_earlier_traces as forget_ear
 from otel_toolscore.conventions._memo import shared_memo as shared_memo
 from otel_toolscore.conventions._text import collect_unread as collect_unread
 from otel_toolscore.conventions._text import json_value, note_unread
+from otel_toolscore.conventions._text import may_escape_half as may_escape_half
 from otel_toolscore.conventions._text import may_hold_surrogates as may_hold_surrogates
 from otel_toolscore.conventions._text import stop_collecting as stop_collecting
 from otel_toolscore.conventions._text import unread_so_far as unread_so_far
@@ -251,8 +252,7 @@ def text_may_hold_surrogates(text: str) -> bool:
     if len(text) < LONG_TEXT:
         # most texts are ASCII and an ASCII text can only hold escapes of surrogates, which all
         # begin so: C-level checks rule nearly all of them out without a call
-        return (not text.isascii() or "\\u" in text and ("\\ud" in text or "\\uD" in text)) \
-            and may_hold_surrogates(text)
+        return (not text.isascii() or may_escape_half(text)) and may_hold_surrogates(text)
     memo = _memo.current()
     return memo.may_hold_surrogates(text) if memo is not None else may_hold_surrogates(text)
 
@@ -1038,7 +1038,8 @@ _FEW_MESSAGES = 16
 def _system_texts(messages: list[Message]) -> tuple[str, ...]:
     # (a message's role and content, once read, are changed only for tool calls and results:
     # ``read_text_tool_messages``, ``_repr_tool_calls``; see ``ReadMemo.derived``)
-    return tuple(m.content for m in messages if m.role in ("system", "developer") and m.content)
+    # (a list comprehension: a generator's frame per call costs more than the few messages)
+    return tuple([m.content for m in messages if (m.role == "system" or m.role == "developer") and m.content])
 
 
 def opt_str(v: Any) -> str | None:
