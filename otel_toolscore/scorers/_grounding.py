@@ -437,60 +437,120 @@ class ClaimSources:
 
     def _tally(self) -> bool:
         """Walk the own results (their leaves and facts kept) and count what the caps count;
-        False when a cap may be reached (the whole sources then say what is cut)."""
+        False when a cap may be reached (the whole sources then say what is cut).
+
+        What ``source_items`` gives is read here in one loop of its own, in another order (each
+        cap is a total, and a total does not depend on the order it is counted in): the texts
+        are only measured, and the results the history carries are the own ones, as the same
+        objects (known by identity, counted again without a walk) or equal ones (``_same``)."""
+        trajectory, calls, results, answered = self._run
+        for text in (trajectory.input, trajectory.system_instructions):
+            if text and len(text) > MAX_TEXT:
+                return False
         budget = MAX_GROUNDING_VALUES
-        amounts = [0, 0]  # amounts given for totals: earlier turns', own (``_MAX_OPERANDS`` each)
+        own_amounts = earlier_amounts = 0  # amounts given for totals (``_MAX_OPERANDS`` each)
         facts: list[Fact] = []
         own_leaves: list[list[Leaf] | None] = []
-        #: the own results tallied, by ``_shape``: (the value, its leaves, its amounts). The
-        #: history repeats them (``Sources.add_result``): the same leaves count the same again.
+        #: the own results tallied, by identity and by ``_shape``: (the value, its leaves, its
+        #: amounts). The history repeats them (``Sources.add_result``): the same leaves count the same again.
+        by_id: dict[int, tuple[int, int]] = {}
         tallied: dict[Any, list[tuple[Any, int, int]]] = {}
-        for text, value, own in source_items(*self._run):
-            if text is not None:
+        for call, value, ok in zip(calls, results, answered or repeat(False)):
+            for text in (call.result_raw, call.error):
+                if text and len(text) > MAX_TEXT:
+                    return False
+            if ok:
+                text = call.arguments_raw or _json(call.arguments)
                 if len(text) > MAX_TEXT:
                     return False
-                continue
-            shape = _shape(value)
-            if not own and shape in tallied:
-                known = next((entry for entry in tallied[shape] if _same(entry[0], value)), None)
-                if known is not None:
-                    budget -= known[1]
-                    amounts[0] += known[2]
-                    if budget < 0 or amounts[0] > _MAX_OPERANDS:
-                        return False
-                    continue
-            leaves, totals = walk(value, budget + 1)
+            leaves, given = self._tally_result(value, budget, facts)
+            if leaves is None:
+                return False
             budget -= len(leaves)
-            if budget < 0:
+            own_amounts += given
+            if budget < 0 or own_amounts > _MAX_OPERANDS:
                 return False
-            given = len(totals)
-            for key, leaf in leaves:
-                if key is not None and len(key) > MAX_TEXT:
-                    return False
-                if isinstance(leaf, str):
-                    leaf_facts, _, leaf_amounts = _short_leaf(leaf) if len(leaf) <= _MAX_CACHED_LEAF else _leaf_of(leaf)
-                    if len(leaf) > MAX_TEXT:
-                        return False
-                    given += len(leaf_amounts)
-                    if own:
-                        facts.extend(leaf_facts)
+            own_leaves.append(leaves)
+            by_id[id(value)] = (len(leaves), given)
+            shape = _shape(value)
+            if shape is not None:
+                tallied.setdefault(shape, []).append((value, len(leaves), given))
+        seen: set[int] = set()
+        for llm in trajectory.llm_calls:
+            #: the request of each tool call id met so far in this model request (``source_items``)
+            requests: dict[str, Any] = {}
+            for message in llm.input_messages:
+                for request in message.tool_calls:
+                    if request.id:
+                        requests[request.id] = request
+                if id(message) in seen:
                     continue
-                number = float(leaf)
-                if not _is_count(key, number):
-                    given += 1
-                if own:
-                    facts.append(_number_fact(number))
-            amounts[own] += given
-            if amounts[own] > _MAX_OPERANDS:
-                return False
-            if own:
-                own_leaves.append(leaves)
-                if shape is not None:
-                    tallied.setdefault(shape, []).append((value, len(leaves), given))
+                seen.add(id(message))
+                content = message.content
+                if content and len(content) > MAX_TEXT and message.role in ("user", "system", "developer", "tool"):
+                    return False
+                for part in message.tool_results:
+                    value = part.content
+                    known = by_id.get(id(value))
+                    if known is None:
+                        entries = tallied.get(_shape(value), ())
+                        entry = next((entry for entry in entries if _same(entry[0], value)), None)
+                        if entry is not None:
+                            known = entry[1], entry[2]
+                    if known is not None:
+                        taken, given = known
+                    else:
+                        leaves, given = self._tally_result(value, budget, None)
+                        if leaves is None:
+                            return False
+                        taken = len(leaves)
+                    budget -= taken
+                    earlier_amounts += given
+                    if budget < 0 or earlier_amounts > _MAX_OPERANDS:
+                        return False
+                    if part.content_raw and len(part.content_raw) > MAX_TEXT:
+                        return False
+                    request = requests.get(part.tool_call_id) if part.tool_call_id else None
+                    if request is not None and not part.is_error:
+                        # a raw text is measured whether or not the result answered it (a
+                        # long one only sends the run to the whole sources); a text made from
+                        # the arguments only where ``source_items`` makes it
+                        raw = request.arguments_raw
+                        if raw:
+                            if len(raw) > MAX_TEXT:
+                                return False
+                        elif _answered(value) and len(_json(request.arguments)) > MAX_TEXT:
+                            return False
         self.own_leaves = own_leaves
         self._own_facts = facts
         self._quick_keys = {(f.kind, f.value, f.unit if f.kind == "number" else None) for f in facts}
         return True
+
+    @staticmethod
+    def _tally_result(value: Any, budget: int, facts: list[Fact] | None) -> tuple[list[Leaf] | None, int]:
+        """A result's leaves (None: a cap may be reached) and the amounts it gives for totals;
+        ``facts``: where an own result's facts go."""
+        leaves, totals = walk(value, budget + 1)
+        if len(leaves) > budget:
+            return None, 0
+        given = len(totals)
+        for key, leaf in leaves:
+            if key is not None and len(key) > MAX_TEXT:
+                return None, 0
+            if isinstance(leaf, str):
+                leaf_facts, _, leaf_amounts = _short_leaf(leaf) if len(leaf) <= _MAX_CACHED_LEAF else _leaf_of(leaf)
+                if len(leaf) > MAX_TEXT:
+                    return None, 0
+                given += len(leaf_amounts)
+                if facts is not None:
+                    facts.extend(leaf_facts)
+                continue
+            number = float(leaf)
+            if not _is_count(key, number):
+                given += 1
+            if facts is not None:
+                facts.append(_number_fact(number))
+        return leaves, given
 
     def verdict(self, fact: Fact) -> tuple[bool, bool]:
         """``Sources.verdict``: a claim found among the own results' facts is supported."""
