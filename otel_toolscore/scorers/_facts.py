@@ -210,24 +210,6 @@ def _year(text: str | None) -> int | None:
     return y + 2000 if y < 100 else y
 
 
-class _Extractor:
-    """One pass over one text; each ``take_*`` records facts and blanks what it matched."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.facts: list[Fact] = []
-
-    def run(self, pattern: re.Pattern[str], make: Any) -> None:
-        def replace(match: re.Match[str]) -> str:
-            made = make(match)
-            if made is None:
-                return match.group(0)  # not a fact after all; leave it for later patterns
-            self.facts.extend(made if isinstance(made, list) else [made])
-            return " " * len(match.group(0))
-
-        self.text = pattern.sub(replace, self.text)
-
-
 def _url(match: re.Match[str]) -> Fact:
     raw = match.group(0).rstrip(".,;:!?)]}'\"")
     value = raw.casefold()
@@ -471,14 +453,37 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
     """Every fact in the text, in pattern order (not text order)."""
     if not text:
         return ()
-    extractor = _Extractor(text[:_MAX_TEXT].replace("’", "'"))
-    original = extractor.text
+    original = text[:_MAX_TEXT].replace("’", "'")
     plan = _plan(_triggers(original)) if len(original) <= _TRIGGER_TEXT else _plan_checked_one_by_one(original)
-    for pattern, make, guard in plan:
+    facts: list[Fact] = []
+    append = facts.append
+    text = original
+    last = len(plan) - 1
+    for n, (pattern, make, guard) in enumerate(plan):
         if guard is not None and guard.search(original) is None:
             continue
-        extractor.run(pattern, make)
-    return tuple(extractor.facts)
+        if n == last:
+            # what the last pattern takes is blanked for no later one: its matches are only read
+            for match in pattern.finditer(text):
+                made = make(match)
+                if made is not None:
+                    append(made)
+            break
+        text = pattern.sub(_taker(make, append), text)
+    return tuple(facts)
+
+
+def _taker(make: Callable[[re.Match[str]], Fact | None], append: Callable[[Fact], None],
+           ) -> Callable[[re.Match[str]], str]:
+    """The replacement of one pattern's ``sub``: each match ``make`` reads as a fact is kept
+    and blanked (later patterns do not read its digits again); any other is left as it is."""
+    def take(match: re.Match[str]) -> str:
+        made = make(match)
+        if made is None:
+            return match.group(0)  # not a fact after all; leave it for later patterns
+        append(made)
+        return " " * (match.end() - match.start())
+    return take
 
 
 #: facts of the last few long texts, by their examined part (a huge result is read as a
