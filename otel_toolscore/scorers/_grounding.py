@@ -476,16 +476,23 @@ class ClaimSources:
             if shape is not None:
                 tallied.setdefault(shape, []).append((value, len(leaves), given))
         seen: set[int] = set()
+        #: a request whose arguments were not recorded as text met (``_written_arguments_fit``)
+        unwritten = False
         for llm in trajectory.llm_calls:
-            #: the request of each tool call id met so far in this model request (``source_items``)
-            requests: dict[str, Any] = {}
             for message in llm.input_messages:
-                for request in message.tool_calls:
-                    if request.id:
-                        requests[request.id] = request
                 if id(message) in seen:
                     continue
                 seen.add(id(message))
+                # Each request is met here once, in the first model request that carries it. Its
+                # arguments text is measured whether or not a result reads it (``source_items``
+                # takes it only then): a long one only sends the run to the whole sources.
+                for request in message.tool_calls:
+                    raw = request.arguments_raw
+                    if raw:
+                        if len(raw) > MAX_TEXT:
+                            return False
+                    elif request.id:
+                        unwritten = True
                 content = message.content
                 if content and len(content) > MAX_TEXT and message.role in ("user", "system", "developer", "tool"):
                     return False
@@ -510,17 +517,8 @@ class ClaimSources:
                         return False
                     if part.content_raw and len(part.content_raw) > MAX_TEXT:
                         return False
-                    request = requests.get(part.tool_call_id) if part.tool_call_id else None
-                    if request is not None and not part.is_error:
-                        # a raw text is measured whether or not the result answered it (a
-                        # long one only sends the run to the whole sources); a text made from
-                        # the arguments only where ``source_items`` makes it
-                        raw = request.arguments_raw
-                        if raw:
-                            if len(raw) > MAX_TEXT:
-                                return False
-                        elif _answered(value) and len(_json(request.arguments)) > MAX_TEXT:
-                            return False
+        if unwritten and not _written_arguments_fit(trajectory):
+            return False
         self.own_leaves = own_leaves
         self._own_facts = facts
         self._quick_keys = {(f.kind, f.value, f.unit if f.kind == "number" else None) for f in facts}
@@ -580,6 +578,27 @@ class ClaimSources:
         if kind == "year":
             return (kind, value, None) in keys or ("number", value, None) in keys
         return (kind, value, None) in keys
+
+
+def _written_arguments_fit(trajectory: Trajectory) -> bool:
+    """The arguments that ``source_items`` writes out as JSON (of a request recorded without its
+    text, read with the answered result of a model request that carries it) fit in ``MAX_TEXT``."""
+    seen: set[int] = set()
+    for llm in trajectory.llm_calls:
+        requests: dict[str, Any] = {}
+        for message in llm.input_messages:
+            for request in message.tool_calls:
+                if request.id:
+                    requests[request.id] = request
+            if id(message) in seen:
+                continue
+            seen.add(id(message))
+            for part in message.tool_results:
+                request = requests.get(part.tool_call_id) if part.tool_call_id else None
+                if (request is not None and not request.arguments_raw and not part.is_error
+                        and _answered(part.content) and len(_json(request.arguments)) > MAX_TEXT):
+                    return False
+    return True
 
 
 def same_kind(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:
