@@ -46,7 +46,7 @@ from otel_toolscore.scorers._facts import (
     kinds_of,
     number_fact,
 )
-from otel_toolscore.trajectory import ToolCall, Trajectory
+from otel_toolscore.trajectory import ToolCall, ToolCallRequest, Trajectory
 
 #: values of tool results put into the index; a run with more has its hallucination check
 #: skipped (a fact could hide in what was not indexed)
@@ -585,7 +585,7 @@ def _written_arguments_fit(trajectory: Trajectory) -> bool:
     text, read with the answered result of a model request that carries it) fit in ``MAX_TEXT``."""
     seen: set[int] = set()
     for llm in trajectory.llm_calls:
-        requests: dict[str, Any] = {}
+        requests: dict[str, ToolCallRequest] = {}
         for message in llm.input_messages:
             for request in message.tool_calls:
                 if request.id:
@@ -594,9 +594,9 @@ def _written_arguments_fit(trajectory: Trajectory) -> bool:
                 continue
             seen.add(id(message))
             for part in message.tool_results:
-                request = requests.get(part.tool_call_id) if part.tool_call_id else None
-                if (request is not None and not request.arguments_raw and not part.is_error
-                        and _answered(part.content) and len(_json(request.arguments)) > MAX_TEXT):
+                paired = requests.get(part.tool_call_id) if part.tool_call_id else None
+                if (paired is not None and not paired.arguments_raw and not part.is_error
+                        and _answered(part.content) and len(_json(paired.arguments)) > MAX_TEXT):
                     return False
     return True
 
