@@ -465,7 +465,7 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
         if n == last:
             # what the last pattern takes is blanked for no later one: its matches are only read
             for match in pattern.finditer(text):
-                made = make(match)
+                made = _made(make, match)
                 if made is not None:
                     append(made)
             break
@@ -478,12 +478,35 @@ def _taker(make: Callable[[re.Match[str]], Fact | None], append: Callable[[Fact]
     """The replacement of one pattern's ``sub``: each match ``make`` reads as a fact is kept
     and blanked (later patterns do not read its digits again); any other is left as it is."""
     def take(match: re.Match[str]) -> str:
-        made = make(match)
+        made = _made(make, match)
         if made is None:
             return match.group(0)  # not a fact after all; leave it for later patterns
         append(made)
         return " " * (match.end() - match.start())
     return take
+
+
+#: what each maker made of a match, by the match's text and groups (all a maker reads): the same
+#: amounts, temperatures, times and ids recur across the texts of a run and across runs, and a
+#: fact costs several times its look-up to make. Emptied when full: a bound, not an LRU; a long
+#: match (a URL) is made afresh, so the entries hold no more than a few MB.
+_MADE: dict[tuple[Any, str, tuple[str | None, ...]], Fact | None] = {}
+_MADE_ENTRIES = 16_384
+_MADE_MATCH = 64
+_UNMADE = object()
+
+
+def _made(make: Callable[[re.Match[str]], Fact | None], match: re.Match[str]) -> Fact | None:
+    if match.end() - match.start() > _MADE_MATCH:
+        return make(match)
+    key = (make, match.group(0), match.groups())
+    made = _MADE.get(key, _UNMADE)
+    if made is _UNMADE:
+        made = make(match)
+        if len(_MADE) >= _MADE_ENTRIES:
+            _MADE.clear()
+        _MADE[key] = made
+    return made  # type: ignore[return-value]
 
 
 #: facts of the last few long texts, by their examined part (a huge result is read as a
