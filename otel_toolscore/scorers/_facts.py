@@ -402,8 +402,29 @@ _PLANS: dict[int, _Plan] = {}
 _TRIGGER_TEXT = 4_096
 
 
+#: the triggers of the patterns that need no digit (URLs, e-mails, UUIDs), in the original text
+#: and in the case-folded one: a text without a digit can match no other pattern, so it is
+#: looked at for these only (most short values, names and descriptions have no digit)
+_UNDIGITED_ORIGINAL = tuple(dict.fromkeys(
+    (needle, _BITS_ORIGINAL[needle]) for _, _, needs_digit, literal, _, _ in _PIPELINE if not needs_digit
+    for needle in literal))
+_UNDIGITED_FOLDED = tuple(dict.fromkeys(
+    (needle, _BITS_FOLDED[needle]) for _, _, needs_digit, _, in_folded, _ in _PIPELINE if not needs_digit
+    for needle in in_folded))
+
+
 def _triggers(original: str) -> int:
-    present = _DIGIT_BIT if _DIGIT_RE.search(original) is not None else 0
+    if _DIGIT_RE.search(original) is None:
+        present = 0
+        for needle, bit in _UNDIGITED_ORIGINAL:
+            if needle in original:
+                present |= bit
+        folded = original.casefold()
+        for needle, bit in _UNDIGITED_FOLDED:
+            if needle in folded:
+                present |= bit
+        return present
+    present = _DIGIT_BIT
     for char, bit in _TRIGGER_CHARS:
         if char in original:
             present |= bit

@@ -1,6 +1,8 @@
-"""``_facts._made``: a fact is made once per distinct match (its text and groups) and looked up
-after; the facts of a text are the same whether its matches were made before, in other texts
-and other contexts, or not (``facts_oracle.every_pattern``, the first form, is the reference)."""
+"""Fact extraction's shortcuts against their plain forms: the patterns a text's triggers plan
+(``_facts._triggers``, with a text without a digit looked at for the triggers of the patterns that
+need none) are those checked one by one; a fact is made once per distinct match (``_facts._made``)
+and the facts of a text are the same whether its matches were made before, in other texts and
+contexts, or not (``facts_oracle.every_pattern``, the first form, is the reference)."""
 
 from __future__ import annotations
 
@@ -38,3 +40,9 @@ def test_the_made_facts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     _facts._MADE.clear()
     assert [f.value for f in _facts.extract_facts.__wrapped__(long_url)] == ["example.com/" + "a" * 100]
     assert not _facts._MADE  # a long match is made afresh, never kept
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(_TEXT, _TEXT.map(lambda text: "".join(ch for ch in text if not ch.isdigit()))))
+def test_the_triggers_plan_the_patterns_checked_one_by_one(text: str) -> None:
+    assert _facts._plan(_facts._triggers(text)) == _facts._plan_checked_one_by_one(text)
