@@ -356,7 +356,9 @@ def source_items(trajectory: Trajectory, calls: Iterable[ToolCall], results: Ite
     system instructions; each own call's result, raw result and error text, and the arguments of
     one that was answered (the query its result answers: a search for 2024-05-24 returns that
     day's flights; a failed call's arguments, or a ``think`` tool's, are only the agent's own
-    words); then the history the model requests carry, each message once. Empty texts are left out."""
+    words); then the history the model requests carry, each message once. Empty texts are left out.
+    ``ClaimSources._tally`` measures the same in a loop of its own (tests/test_claim_driven_grounding.py
+    holds the two to the same caps): what is read here is read there too."""
     for text in (trajectory.input, trajectory.system_instructions):
         if text:
             yield text, None, False
