@@ -128,14 +128,20 @@ def _full_index_only(self: _grounding.ClaimSources) -> bool:
 
 
 @settings(max_examples=600, deadline=None)
-@given(_runs(), st.sampled_from([(50_000, 150), (12, 150), (50_000, 3), (30, 6)]), st.booleans())
+@given(_runs(), st.sampled_from([(50_000, 150, _grounding.MAX_TEXT), (12, 150, _grounding.MAX_TEXT),
+                                  (50_000, 3, _grounding.MAX_TEXT), (30, 6, _grounding.MAX_TEXT),
+                                  (50_000, 150, 12), (50_000, 150, 40)]), st.booleans())
 def test_claim_driven_grounding_gives_the_full_index_verdicts_and_scores(
-        trajectory: Trajectory, caps: tuple[int, int], cross_turn: bool) -> None:
+        trajectory: Trajectory, caps: tuple[int, int, int], cross_turn: bool) -> None:
     scorer = tr.ToolResultVerification(cross_turn=cross_turn)
     with pytest.MonkeyPatch.context() as patch:
         # small caps too: the tally must see each one reached exactly when the whole sources do
         patch.setattr(_grounding, "MAX_GROUNDING_VALUES", caps[0])
         patch.setattr(_grounding, "_MAX_OPERANDS", caps[1])
+        # and texts past the length examined: the user's, the results', the arguments written out
+        # (``tool_results`` reads JSON inside a string leaf as far as the sources do)
+        patch.setattr(_grounding, "MAX_TEXT", caps[2])
+        patch.setattr(tr, "MAX_TEXT", caps[2])
         run = _sources(trajectory)
         claimed, full = _grounding.ClaimSources.of(*run), _grounding.Sources.of(*run)
         assert (claimed.complete, claimed.amounts_cut) == (full.complete, full.amounts_cut)
@@ -164,3 +170,39 @@ def test_a_claim_the_own_results_hold_never_builds_the_whole_sources(monkeypatch
     assert tr.ToolResultVerification().score(with_budget).label == "pass" and built == [1]
     invented = run.model_copy(update={"output": "BE571 leaves at 20:15 for $95."})
     assert tr.ToolResultVerification().score(invented).label == "fail" and len(built) == 2
+
+
+_LONG = "x" * 50  # past the length examined below (``MAX_TEXT`` made 40)
+
+
+def _one_long_text(where: str) -> Trajectory:
+    """A run whose texts are all short but the one ``where`` says (``"none"``: none)."""
+    def text(here: str) -> str:
+        return _LONG if where == here else "short"
+
+    call = make_call("lookup", {"q": "a"}, {"price": 85, text("leaf"): text("leaf")}, index=0, id="c0")
+    earlier = ToolCallRequest(id="e0", name="lookup", arguments={"q": text("arguments")})
+    raw = ToolCallRequest(id="e1", name="lookup", arguments={"q": "a"}, arguments_raw=f'{{"q": "{text("raw")}"}}')
+    history = [Message(role="user", content=text("message")),
+               Message(role="assistant", tool_calls=[earlier, raw]),
+               Message(role="tool", tool_results=[
+                   ToolResultPart(tool_call_id="e0", content={"seats": 2}, content_raw=text("content_raw")),
+                   ToolResultPart(tool_call_id="e1", content={"total": 120})])]
+    steps = [LLMCall(span_id="l0", input_messages=history), call,
+             LLMCall(span_id="l1", input_messages=[*history, Message(role="tool", tool_results=[
+                 ToolResultPart(tool_call_id="c0", content=call.result)])])]
+    return make_trajectory(steps=steps, output="It costs $85.", input=text("input"))
+
+
+@pytest.mark.parametrize("where", ["none", "input", "message", "arguments", "raw", "content_raw", "leaf"])
+def test_the_tally_sees_every_text_the_whole_sources_cut(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each text the whole sources measure, alone past the length: the tally says so too (or
+    leaves it to the whole sources), never "complete" where they are not."""
+    monkeypatch.setattr(_grounding, "MAX_TEXT", 40)
+    monkeypatch.setattr(tr, "MAX_TEXT", 40)
+    run = _sources(_one_long_text(where))
+    full = _grounding.Sources.of(*run)
+    assert full.complete is (where == "none")
+    claimed = _grounding.ClaimSources(*(list(part) if i else part for i, part in enumerate(run)))
+    assert claimed._tally() is (where == "none")
+    assert _grounding.ClaimSources.of(*run).complete is full.complete

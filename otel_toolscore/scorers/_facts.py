@@ -210,24 +210,6 @@ def _year(text: str | None) -> int | None:
     return y + 2000 if y < 100 else y
 
 
-class _Extractor:
-    """One pass over one text; each ``take_*`` records facts and blanks what it matched."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.facts: list[Fact] = []
-
-    def run(self, pattern: re.Pattern[str], make: Any) -> None:
-        def replace(match: re.Match[str]) -> str:
-            made = make(match)
-            if made is None:
-                return match.group(0)  # not a fact after all; leave it for later patterns
-            self.facts.extend(made if isinstance(made, list) else [made])
-            return " " * len(match.group(0))
-
-        self.text = pattern.sub(replace, self.text)
-
-
 def _url(match: re.Match[str]) -> Fact:
     raw = match.group(0).rstrip(".,;:!?)]}'\"")
     value = raw.casefold()
@@ -420,8 +402,29 @@ _PLANS: dict[int, _Plan] = {}
 _TRIGGER_TEXT = 4_096
 
 
+#: the triggers of the patterns that need no digit (URLs, e-mails, UUIDs), in the original text
+#: and in the case-folded one: a text without a digit can match no other pattern, so it is
+#: looked at for these only (most short values, names and descriptions have no digit)
+_UNDIGITED_ORIGINAL = tuple(dict.fromkeys(
+    (needle, _BITS_ORIGINAL[needle]) for _, _, needs_digit, literal, _, _ in _PIPELINE if not needs_digit
+    for needle in literal))
+_UNDIGITED_FOLDED = tuple(dict.fromkeys(
+    (needle, _BITS_FOLDED[needle]) for _, _, needs_digit, _, in_folded, _ in _PIPELINE if not needs_digit
+    for needle in in_folded))
+
+
 def _triggers(original: str) -> int:
-    present = _DIGIT_BIT if _DIGIT_RE.search(original) is not None else 0
+    if _DIGIT_RE.search(original) is None:
+        present = 0
+        for needle, bit in _UNDIGITED_ORIGINAL:
+            if needle in original:
+                present |= bit
+        folded = original.casefold()
+        for needle, bit in _UNDIGITED_FOLDED:
+            if needle in folded:
+                present |= bit
+        return present
+    present = _DIGIT_BIT
     for char, bit in _TRIGGER_CHARS:
         if char in original:
             present |= bit
@@ -471,14 +474,60 @@ def extract_facts(text: str) -> tuple[Fact, ...]:
     """Every fact in the text, in pattern order (not text order)."""
     if not text:
         return ()
-    extractor = _Extractor(text[:_MAX_TEXT].replace("’", "'"))
-    original = extractor.text
+    original = text[:_MAX_TEXT].replace("’", "'")
     plan = _plan(_triggers(original)) if len(original) <= _TRIGGER_TEXT else _plan_checked_one_by_one(original)
-    for pattern, make, guard in plan:
+    facts: list[Fact] = []
+    append = facts.append
+    text = original
+    last = len(plan) - 1
+    for n, (pattern, make, guard) in enumerate(plan):
         if guard is not None and guard.search(original) is None:
             continue
-        extractor.run(pattern, make)
-    return tuple(extractor.facts)
+        if n == last:
+            # what the last pattern takes is blanked for no later one: its matches are only read
+            for match in pattern.finditer(text):
+                made = _made(make, match)
+                if made is not None:
+                    append(made)
+            break
+        text = pattern.sub(_taker(make, append), text)
+    return tuple(facts)
+
+
+def _taker(make: Callable[[re.Match[str]], Fact | None], append: Callable[[Fact], None],
+           ) -> Callable[[re.Match[str]], str]:
+    """The replacement of one pattern's ``sub``: each match ``make`` reads as a fact is kept
+    and blanked (later patterns do not read its digits again); any other is left as it is."""
+    def take(match: re.Match[str]) -> str:
+        made = _made(make, match)
+        if made is None:
+            return match.group(0)  # not a fact after all; leave it for later patterns
+        append(made)
+        return " " * (match.end() - match.start())
+    return take
+
+
+#: what each maker made of a match, by the match's text and groups (all a maker reads): the same
+#: amounts, temperatures, times and ids recur across the texts of a run and across runs, and a
+#: fact costs several times its look-up to make. Emptied when full: a bound, not an LRU; a long
+#: match (a URL) is made afresh, so the entries hold no more than a few MB.
+_MADE: dict[tuple[Any, str, tuple[str | None, ...]], Fact | None] = {}
+_MADE_ENTRIES = 16_384
+_MADE_MATCH = 64
+_UNMADE = object()
+
+
+def _made(make: Callable[[re.Match[str]], Fact | None], match: re.Match[str]) -> Fact | None:
+    if match.end() - match.start() > _MADE_MATCH:
+        return make(match)
+    key = (make, match.group(0), match.groups())
+    made = _MADE.get(key, _UNMADE)
+    if made is _UNMADE:
+        made = make(match)
+        if len(_MADE) >= _MADE_ENTRIES:
+            _MADE.clear()
+        _MADE[key] = made
+    return made  # type: ignore[return-value]
 
 
 #: facts of the last few long texts, by their examined part (a huge result is read as a

@@ -46,7 +46,7 @@ from otel_toolscore.scorers._facts import (
     kinds_of,
     number_fact,
 )
-from otel_toolscore.trajectory import ToolCall, Trajectory
+from otel_toolscore.trajectory import ToolCall, ToolCallRequest, Trajectory
 
 #: values of tool results put into the index; a run with more has its hallucination check
 #: skipped (a fact could hide in what was not indexed)
@@ -356,7 +356,9 @@ def source_items(trajectory: Trajectory, calls: Iterable[ToolCall], results: Ite
     system instructions; each own call's result, raw result and error text, and the arguments of
     one that was answered (the query its result answers: a search for 2024-05-24 returns that
     day's flights; a failed call's arguments, or a ``think`` tool's, are only the agent's own
-    words); then the history the model requests carry, each message once. Empty texts are left out."""
+    words); then the history the model requests carry, each message once. Empty texts are left out.
+    ``ClaimSources._tally`` measures the same in a loop of its own (tests/test_claim_driven_grounding.py
+    holds the two to the same caps): what is read here is read there too."""
     for text in (trajectory.input, trajectory.system_instructions):
         if text:
             yield text, None, False
@@ -437,60 +439,118 @@ class ClaimSources:
 
     def _tally(self) -> bool:
         """Walk the own results (their leaves and facts kept) and count what the caps count;
-        False when a cap may be reached (the whole sources then say what is cut)."""
+        False when a cap may be reached (the whole sources then say what is cut).
+
+        What ``source_items`` gives is read here in one loop of its own, in another order (each
+        cap is a total, and a total does not depend on the order it is counted in): the texts
+        are only measured, and the results the history carries are the own ones, as the same
+        objects (known by identity, counted again without a walk) or equal ones (``_same``)."""
+        trajectory, calls, results, answered = self._run
+        for text in (trajectory.input, trajectory.system_instructions):
+            if text and len(text) > MAX_TEXT:
+                return False
         budget = MAX_GROUNDING_VALUES
-        amounts = [0, 0]  # amounts given for totals: earlier turns', own (``_MAX_OPERANDS`` each)
+        own_amounts = earlier_amounts = 0  # amounts given for totals (``_MAX_OPERANDS`` each)
         facts: list[Fact] = []
         own_leaves: list[list[Leaf] | None] = []
-        #: the own results tallied, by ``_shape``: (the value, its leaves, its amounts). The
-        #: history repeats them (``Sources.add_result``): the same leaves count the same again.
+        #: the own results tallied, by identity and by ``_shape``: (the value, its leaves, its
+        #: amounts). The history repeats them (``Sources.add_result``): the same leaves count the same again.
+        by_id: dict[int, tuple[int, int]] = {}
         tallied: dict[Any, list[tuple[Any, int, int]]] = {}
-        for text, value, own in source_items(*self._run):
-            if text is not None:
+        for call, value, ok in zip(calls, results, answered or repeat(False)):
+            for text in (call.result_raw, call.error):
+                if text and len(text) > MAX_TEXT:
+                    return False
+            if ok:
+                text = call.arguments_raw or _json(call.arguments)
                 if len(text) > MAX_TEXT:
                     return False
-                continue
-            shape = _shape(value)
-            if not own and shape in tallied:
-                known = next((entry for entry in tallied[shape] if _same(entry[0], value)), None)
-                if known is not None:
-                    budget -= known[1]
-                    amounts[0] += known[2]
-                    if budget < 0 or amounts[0] > _MAX_OPERANDS:
-                        return False
-                    continue
-            leaves, totals = walk(value, budget + 1)
+            leaves, given = self._tally_result(value, budget, facts)
+            if leaves is None:
+                return False
             budget -= len(leaves)
-            if budget < 0:
+            own_amounts += given
+            if budget < 0 or own_amounts > _MAX_OPERANDS:
                 return False
-            given = len(totals)
-            for key, leaf in leaves:
-                if key is not None and len(key) > MAX_TEXT:
-                    return False
-                if isinstance(leaf, str):
-                    leaf_facts, _, leaf_amounts = _short_leaf(leaf) if len(leaf) <= _MAX_CACHED_LEAF else _leaf_of(leaf)
-                    if len(leaf) > MAX_TEXT:
-                        return False
-                    given += len(leaf_amounts)
-                    if own:
-                        facts.extend(leaf_facts)
+            own_leaves.append(leaves)
+            by_id[id(value)] = (len(leaves), given)
+            shape = _shape(value)
+            if shape is not None:
+                tallied.setdefault(shape, []).append((value, len(leaves), given))
+        seen: set[int] = set()
+        #: a request whose arguments were not recorded as text met (``_written_arguments_fit``)
+        unwritten = False
+        for llm in trajectory.llm_calls:
+            for message in llm.input_messages:
+                if id(message) in seen:
                     continue
-                number = float(leaf)
-                if not _is_count(key, number):
-                    given += 1
-                if own:
-                    facts.append(_number_fact(number))
-            amounts[own] += given
-            if amounts[own] > _MAX_OPERANDS:
-                return False
-            if own:
-                own_leaves.append(leaves)
-                if shape is not None:
-                    tallied.setdefault(shape, []).append((value, len(leaves), given))
+                seen.add(id(message))
+                # Each request is met here once, in the first model request that carries it. Its
+                # arguments text is measured whether or not a result reads it (``source_items``
+                # takes it only then): a long one only sends the run to the whole sources.
+                for request in message.tool_calls:
+                    raw = request.arguments_raw
+                    if raw:
+                        if len(raw) > MAX_TEXT:
+                            return False
+                    elif request.id:
+                        unwritten = True
+                content = message.content
+                if content and len(content) > MAX_TEXT and message.role in ("user", "system", "developer", "tool"):
+                    return False
+                for part in message.tool_results:
+                    value = part.content
+                    known = by_id.get(id(value))
+                    if known is None:
+                        entries = tallied.get(_shape(value), ())
+                        entry = next((entry for entry in entries if _same(entry[0], value)), None)
+                        if entry is not None:
+                            known = entry[1], entry[2]
+                    if known is not None:
+                        taken, given = known
+                    else:
+                        leaves, given = self._tally_result(value, budget, None)
+                        if leaves is None:
+                            return False
+                        taken = len(leaves)
+                    budget -= taken
+                    earlier_amounts += given
+                    if budget < 0 or earlier_amounts > _MAX_OPERANDS:
+                        return False
+                    if part.content_raw and len(part.content_raw) > MAX_TEXT:
+                        return False
+        if unwritten and not _written_arguments_fit(trajectory):
+            return False
         self.own_leaves = own_leaves
         self._own_facts = facts
         self._quick_keys = {(f.kind, f.value, f.unit if f.kind == "number" else None) for f in facts}
         return True
+
+    @staticmethod
+    def _tally_result(value: Any, budget: int, facts: list[Fact] | None) -> tuple[list[Leaf] | None, int]:
+        """A result's leaves (None: a cap may be reached) and the amounts it gives for totals;
+        ``facts``: where an own result's facts go."""
+        leaves, totals = walk(value, budget + 1)
+        if len(leaves) > budget:
+            return None, 0
+        given = len(totals)
+        for key, leaf in leaves:
+            if key is not None and len(key) > MAX_TEXT:
+                return None, 0
+            if isinstance(leaf, str):
+                leaf_facts, _, leaf_amounts = _short_leaf(leaf) if len(leaf) <= _MAX_CACHED_LEAF else _leaf_of(leaf)
+                if len(leaf) > MAX_TEXT:
+                    return None, 0
+                given += len(leaf_amounts)
+                if facts is not None:
+                    facts.extend(leaf_facts)
+                continue
+            number = float(leaf)
+            if not _is_count(key, number):
+                given += 1
+            if facts is not None:
+                facts.append(_number_fact(number))
+        return leaves, given
 
     def verdict(self, fact: Fact) -> tuple[bool, bool]:
         """``Sources.verdict``: a claim found among the own results' facts is supported."""
@@ -520,6 +580,27 @@ class ClaimSources:
         if kind == "year":
             return (kind, value, None) in keys or ("number", value, None) in keys
         return (kind, value, None) in keys
+
+
+def _written_arguments_fit(trajectory: Trajectory) -> bool:
+    """The arguments that ``source_items`` writes out as JSON (of a request recorded without its
+    text, read with the answered result of a model request that carries it) fit in ``MAX_TEXT``."""
+    seen: set[int] = set()
+    for llm in trajectory.llm_calls:
+        requests: dict[str, ToolCallRequest] = {}
+        for message in llm.input_messages:
+            for request in message.tool_calls:
+                if request.id:
+                    requests[request.id] = request
+            if id(message) in seen:
+                continue
+            seen.add(id(message))
+            for part in message.tool_results:
+                paired = requests.get(part.tool_call_id) if part.tool_call_id else None
+                if (paired is not None and not paired.arguments_raw and not part.is_error
+                        and _answered(part.content) and len(_json(paired.arguments)) > MAX_TEXT):
+                    return False
+    return True
 
 
 def same_kind(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:

@@ -5,8 +5,9 @@ as the oracle the fast forms must agree with, match for match and group for grou
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from otel_toolscore.scorers._facts import _CURRENCY_CODES, _NUM, _SCALE, _UNITS
+from otel_toolscore.scorers._facts import _CURRENCY_CODES, _NUM, _PIPELINE, _SCALE, _UNITS, MAX_TEXT, Fact
 
 _NUM_START = r"(?<![\w.,/])"  # not inside a word, a decimal, a list like 1,2 or a path
 _UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
@@ -32,3 +33,21 @@ IDENT_CAPS_RE = re.compile(r"(?<![\w-])[A-Z]{2,}\d{3,}[A-Z0-9]*(?![\w-])")
 SEPARATORS = re.compile(r"[\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^]+|\.(?=\s|$)")
 #: ``_facts._AMPM_GUARD``: a text holds a match of it exactly when it holds one of this
 AMPM_GUARD = re.compile(r"\d.?[aApP]\.?.?[mM]", re.S)
+
+
+def every_pattern(text: str) -> tuple[Fact, ...]:
+    """``_facts.extract_facts`` as it was first written: every pattern of the pipeline in turn,
+    none skipped (no triggers, no guards), each match a fact or left, what it took blanked by
+    ``sub`` for the patterns after it."""
+    facts: list[Fact] = []
+    text = text[:MAX_TEXT].replace("’", "'")
+    for pattern, make, *_ in _PIPELINE:
+        def replace(match: re.Match[str], make: Any = make) -> str:
+            made = make(match)
+            if made is None:
+                return match.group(0)
+            facts.append(made)
+            return " " * len(match.group(0))
+
+        text = pattern.sub(replace, text)
+    return tuple(facts)
