@@ -12,7 +12,8 @@ request invoking two agents) do not wait for it nor it for them. A span ending a
 was scored is forwarded and counted (``stats["late_spans"]``). A trace without an agent run is
 one run, complete when nothing of it is open and its local root has ended.
 
-Threads: the app's threads only touch dicts under one short lock (``on_start``/``on_end``); a
+Threads: the app's threads only touch dicts under one short lock (``on_start``/``on_end``, or
+``on_end_many`` for a batch of ended spans, as ``serve`` hands over a request); a
 worker thread scores completed traces from a bounded queue; a timer thread handles grace
 periods, hold deadlines and TTLs. The downstream processor is never called under the lock.
 
