@@ -395,7 +395,7 @@ def salient_values(value: Any, limits: list[str] | None = None, what: str = "res
     result with a million sentences costs only the ones taken. Cuts are noted in ``limits``.
     ``leaves``: all of the value's leaves, as the sources walked them (``ClaimSources.own_leaves``)."""
     found: dict[Any, Salient] = {}
-    for leaf in _leaves(value) if leaves is None else (leaf for _, leaf in leaves):
+    for leaf in _leaves(value) if leaves is None else [leaf for _, leaf in leaves]:
         # ``_salient_of_leaf``, with a short string and a number (all but a few leaves) looked
         # up here; a float zero is not (``_salient_of_leaf`` says why)
         items = (_salient_of_short(leaf) if type(leaf) is str and len(leaf) <= _MAX_CACHED_PHRASE
