@@ -736,11 +736,17 @@ def _collect(value: Any, key: str | None, depth: int, out: list[Leaf], limit: in
     if isinstance(value, dict):
         for k, item in value.items():
             # a string that cannot hold JSON is taken here, without a call of its own (most are)
-            if type(item) is str and depth < LEAF_DEPTH and len(out) < limit:
+            kind = type(item)
+            if kind is str and depth < LEAF_DEPTH and len(out) < limit:
                 first = item[:1]
                 if first not in _JSON_OPENERS and not first.isspace():
                     out.append((str(k), item))
                     continue
+            elif (kind is int or kind is float) and depth < LEAF_DEPTH and len(out) < limit:
+                # a number is taken here too (what the call below does with it), the rest of the leaves
+                if finite(item):
+                    out.append((str(k), item))
+                continue
             _collect(item, str(k), depth + 1, out, limit, totals)
     elif isinstance(value, list):
         for item in value:

@@ -56,7 +56,7 @@ from functools import lru_cache
 from typing import Any
 
 from otel_toolscore.conventions.parsing import nested_deeper_than
-from otel_toolscore.scorers._common import clip, small_json, step_positions
+from otel_toolscore.scorers._common import clip, is_text_or_none, small_json, step_positions
 from otel_toolscore.scorers._facts import (
     MAX_TEXT,
     Fact,
@@ -395,7 +395,7 @@ def salient_values(value: Any, limits: list[str] | None = None, what: str = "res
     result with a million sentences costs only the ones taken. Cuts are noted in ``limits``.
     ``leaves``: all of the value's leaves, as the sources walked them (``ClaimSources.own_leaves``)."""
     found: dict[Any, Salient] = {}
-    for leaf in _leaves(value) if leaves is None else (leaf for _, leaf in leaves):
+    for leaf in _leaves(value) if leaves is None else [leaf for _, leaf in leaves]:
         # ``_salient_of_leaf``, with a short string and a number (all but a few leaves) looked
         # up here; a float zero is not (``_salient_of_leaf`` says why)
         items = (_salient_of_short(leaf) if type(leaf) is str and len(leaf) <= _MAX_CACHED_PHRASE
@@ -610,7 +610,7 @@ class ToolResultVerification(Scorer):
     def _score(self, trajectory: Trajectory) -> Score:
         calls, call_positions, llms, llm_positions = step_positions(trajectory)
         if not calls:
-            return Score(
+            return Score.of_code(
                 name=self.name,
                 value=1.0,
                 label=LABEL_NO_TOOL_CALLS,
@@ -657,6 +657,24 @@ class ToolResultVerification(Scorer):
             reports, any(r.available for r in responses.values()), list(dict.fromkeys(limits)),
             final_response_.ungrounded if final_response_ is not None else [],
         )
+
+    def _details_are_json(self, result: Score) -> bool:
+        # This class's own details (a subclass may write others): counts, scores (rounded
+        # ratios of counts: never NaN), flags and messages it made; from the trajectory only
+        # each call's id and name, the issues' ``actual`` values and evidence (text it clipped,
+        # counts, ``small_json`` of an empty result) and the facts' text: JSON when those are.
+        if type(self) is not ToolResultVerification or result.call_results is None:
+            return False
+        for report in result.call_results:
+            if not (is_text_or_none(report.call_id) and is_text_or_none(report.name)):
+                return False
+            for issue in report.issues:
+                if not (_plain(issue.actual) and _plain(issue.expected)
+                        and (issue.evidence is None or all(type(v) is str for v in issue.evidence.values()))):
+                    return False
+            if isinstance(report, VerifiedCall) and not all(type(f) is str for f in report.ungrounded_facts):
+                return False
+        return all(type(f) is str for f in result.details.get("ungrounded_facts", ()))
 
     def _response_text(
         self, final: str, llms: list[LLMCall], llm_positions: list[int], position: int
@@ -793,7 +811,7 @@ class ToolResultVerification(Scorer):
         if limits:
             explanation += " Large inputs were examined in part (details.limits)."
             details["limits"] = limits
-        return Score(
+        return Score.of_code(
             name=self.name,
             value=summary["average_score"],
             label=LABEL_PASS if passed else LABEL_FAIL,
@@ -985,6 +1003,13 @@ def _integration_issues(used: int, total: int) -> list[Issue]:
             )
         ]
     return []
+
+
+def _plain(value: Any) -> bool:
+    """An issue's value that is JSON as it is: None, exact text, an int (a bool too) or a list of texts."""
+    kind = type(value)
+    return value is None or kind is str or kind is int or kind is bool or (
+        kind is list and all(type(x) is str for x in value))
 
 
 def _summary(reports: list[VerifiedCall]) -> dict[str, Any]:
