@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_toolscore.scorers.base import Score, Scorer, _check_json_serialisable
+from otel_toolscore.scorers.base import Score
 from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
 from otel_toolscore.scorers.tool_validation import ToolCallValidation
 from otel_toolscore.trajectory import ToolCall, ToolDefinition, Trajectory
+from tests.support.score_shortcuts import assert_scores_as_the_long_way
 
 
 class _Text(str):
@@ -51,12 +51,6 @@ def _trajectories(draw: Any) -> Trajectory:
     )
 
 
-def _the_long_way(scorer: Scorer, trajectory: Trajectory, monkeypatch: pytest.MonkeyPatch) -> Score:
-    with monkeypatch.context() as m:
-        m.setattr(type(scorer), "_details_are_json", lambda self, result: False)
-        return scorer.score(trajectory)
-
-
 _SCORERS = [
     ToolCallValidation(),
     ToolCallValidation(strict=True),
@@ -69,15 +63,7 @@ _SCORERS = [
 @settings(max_examples=300, deadline=None)
 @given(trajectory=_trajectories())
 def test_the_shortcut_scores_as_the_long_way(trajectory: Trajectory) -> None:
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for scorer in _SCORERS:
-            try:
-                result = scorer._score(trajectory)
-            except Exception:  # noqa: BLE001 - an odd value the scorer itself fails on: an error score both ways
-                result = None
-            if result is not None and scorer._details_are_json(result):
-                _check_json_serialisable(result.details)  # raises if the shortcut was wrong
-            assert scorer.score(trajectory).model_dump() == _the_long_way(scorer, trajectory, monkeypatch).model_dump()
+    assert_scores_as_the_long_way(_SCORERS, trajectory)
 
 
 def test_the_shortcut_is_taken_for_plain_runs() -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_toolscore.scorers.base import Score, Scorer, _check_json_serialisable
 from otel_toolscore.scorers.tool_results import ToolResultVerification
 from otel_toolscore.trajectory import LLMCall, Message, ToolCall, Trajectory
+from tests.support.score_shortcuts import assert_scores_as_the_long_way
 
 
 class _Text(str):
@@ -58,35 +57,13 @@ def _trajectories(draw: Any) -> Trajectory:
     return Trajectory(trace_id="t", steps=steps, input=draw(st.one_of(st.none(), st.just("Book Paris for 42"))))
 
 
-def _the_long_way(scorer: Scorer, trajectory: Trajectory, monkeypatch: pytest.MonkeyPatch) -> Score:
-    with monkeypatch.context() as m:
-        m.setattr(type(scorer), "_details_are_json", lambda self, result: False)
-        m.setattr(Score, "of_code", classmethod(
-            lambda cls, name, value, label, explanation, details, call_results: cls(
-                name=name, value=value, label=label, explanation=explanation, details=details,
-                call_results=call_results)))
-        return scorer.score(trajectory)
-
-
 _SCORERS = [ToolResultVerification(), ToolResultVerification(cross_turn=True, no_output_tools=["book"])]
 
 
 @settings(max_examples=400, deadline=None)
 @given(trajectory=_trajectories())
 def test_the_shortcut_scores_as_the_long_way(trajectory: Trajectory) -> None:
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for scorer in _SCORERS:
-            try:
-                result = scorer._score(trajectory)
-            except Exception:  # noqa: BLE001 - an odd value the scorer itself fails on: an error score both ways
-                result = None
-            if result is not None and scorer._details_are_json(result):
-                _check_json_serialisable(result.details)  # raises if the shortcut was wrong
-            short = scorer.score(trajectory)
-            long = _the_long_way(scorer, trajectory, monkeypatch)
-            assert short.model_dump() == long.model_dump()
-            assert short.model_fields_set == long.model_fields_set
-            assert short.call_results == long.call_results
+    assert_scores_as_the_long_way(_SCORERS, trajectory)
 
 
 def test_the_shortcut_is_taken_for_plain_runs() -> None:

@@ -46,7 +46,7 @@ from otel_toolscore.scorers._facts import (
     kinds_of,
     number_fact,
 )
-from otel_toolscore.trajectory import ToolCall, ToolCallRequest, Trajectory
+from otel_toolscore.trajectory import Message, ToolCall, ToolCallRequest, Trajectory
 
 #: values of tool results put into the index; a run with more has its hallucination check
 #: skipped (a fact could hide in what was not indexed)
@@ -367,30 +367,36 @@ def source_items(trajectory: Trajectory, calls: Iterable[ToolCall], results: Ite
         for text in (call.result_raw, call.error, (call.arguments_raw or _json(call.arguments)) if ok else None):
             if text:
                 yield text, None, False
+    for message, requests in _history(trajectory):
+        if message.role in ("user", "system", "developer", "tool") and message.content:
+            yield message.content, None, False
+        for part in message.tool_results:
+            yield None, part.content, False
+            if part.content_raw:
+                yield part.content_raw, None, False
+            if part.tool_call_id in requests and not part.is_error and _answered(part.content):
+                request = requests[part.tool_call_id]
+                text = request.arguments_raw or _json(request.arguments)
+                if text:
+                    yield text, None, False
+
+
+def _history(trajectory: Trajectory) -> Iterator[tuple[Message, dict[str, ToolCallRequest]]]:
+    """Each message the model requests carry, once (every request repeats the history before it,
+    as the same message objects), with the request of each tool call id met so far in its model
+    request (a request's arguments are written out only for a result that is read with them).
+    The dict grows as the walk goes on: read it when the message is given."""
     seen: set[int] = set()
     for llm in trajectory.llm_calls:
-        #: the request of each tool call id met so far in this model request (its arguments are
-        #: written out only for a result that is read with them)
-        requests: dict[str, Any] = {}
+        requests: dict[str, ToolCallRequest] = {}
         for message in llm.input_messages:
             for request in message.tool_calls:
                 if request.id:
                     requests[request.id] = request
-            # Every request repeats the history before it, as the same message objects.
             if id(message) in seen:
                 continue
             seen.add(id(message))
-            if message.role in ("user", "system", "developer", "tool") and message.content:
-                yield message.content, None, False
-            for part in message.tool_results:
-                yield None, part.content, False
-                if part.content_raw:
-                    yield part.content_raw, None, False
-                if part.tool_call_id in requests and not part.is_error and _answered(part.content):
-                    request = requests[part.tool_call_id]
-                    text = request.arguments_raw or _json(request.arguments)
-                    if text:
-                        yield text, None, False
+            yield message, requests
 
 
 class ClaimSources:
@@ -585,21 +591,12 @@ class ClaimSources:
 def _written_arguments_fit(trajectory: Trajectory) -> bool:
     """The arguments that ``source_items`` writes out as JSON (of a request recorded without its
     text, read with the answered result of a model request that carries it) fit in ``MAX_TEXT``."""
-    seen: set[int] = set()
-    for llm in trajectory.llm_calls:
-        requests: dict[str, ToolCallRequest] = {}
-        for message in llm.input_messages:
-            for request in message.tool_calls:
-                if request.id:
-                    requests[request.id] = request
-            if id(message) in seen:
-                continue
-            seen.add(id(message))
-            for part in message.tool_results:
-                paired = requests.get(part.tool_call_id) if part.tool_call_id else None
-                if (paired is not None and not paired.arguments_raw and not part.is_error
-                        and _answered(part.content) and len(_json(paired.arguments)) > MAX_TEXT):
-                    return False
+    for message, requests in _history(trajectory):
+        for part in message.tool_results:
+            paired = requests.get(part.tool_call_id) if part.tool_call_id else None
+            if (paired is not None and not paired.arguments_raw and not part.is_error
+                    and _answered(part.content) and len(_json(paired.arguments)) > MAX_TEXT):
+                return False
     return True
 
 
