@@ -413,29 +413,20 @@ _UNDIGITED_FOLDED = tuple(dict.fromkeys(
     for needle in in_folded))
 
 
-def _triggers(original: str) -> int:
-    if _DIGIT_RE.search(original) is None:
-        present = 0
-        for needle, bit in _UNDIGITED_ORIGINAL:
-            if needle in original:
-                present |= bit
-        folded = original.casefold()
-        for needle, bit in _UNDIGITED_FOLDED:
-            if needle in folded:
-                present |= bit
-        return present
-    present = _DIGIT_BIT
-    for char, bit in _TRIGGER_CHARS:
-        if char in original:
-            present |= bit
-    for needle, bit in _LONG_TRIGGERS:
-        if needle in original:
-            present |= bit
-    folded = original.casefold()
-    for needle, bit in _FOLDED_TRIGGERS:
-        if needle in folded:
+def _present(needles: Iterable[tuple[str, int]], text: str) -> int:
+    """The bits of the needles found in ``text``."""
+    present = 0
+    for needle, bit in needles:
+        if needle in text:
             present |= bit
     return present
+
+
+def _triggers(original: str) -> int:
+    if _DIGIT_RE.search(original) is None:
+        return _present(_UNDIGITED_ORIGINAL, original) | _present(_UNDIGITED_FOLDED, original.casefold())
+    return (_DIGIT_BIT | _present(_TRIGGER_CHARS, original) | _present(_LONG_TRIGGERS, original)
+            | _present(_FOLDED_TRIGGERS, original.casefold()))
 
 
 def _plan(present: int) -> _Plan:
