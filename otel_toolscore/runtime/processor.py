@@ -392,7 +392,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         after: list[ReadableSpan | tuple[_TraceBuffer, str]] = []
         now = time.monotonic()
         deadline = now + self._hold_timeout
-        pending, max_spans = self._pending, self._max_spans
+        pending = self._pending
         with self._lock:
             shutdown = self._shutdown
             for span, seen in zip(spans, looked):
@@ -406,18 +406,12 @@ class ToolScoreSpanProcessor(SpanProcessor):
                     buf = pending.get(trace_id)
                     if buf is None:
                         buf, crowded = self._new_buffer(trace_id, now)
-                    if len(buf.spans) >= max_spans:
-                        del pending[trace_id]
+                    held, full = self._add_quiet(trace_id, buf, span, kind,
+                                                 _Held(span, span_id, deadline) if kind == "agent" else None, now)
+                    if full is not None:
                         after.append(span)
-                        after.append((buf, "max_spans_per_trace"))
+                        after.append((full, "max_spans_per_trace"))
                         continue
-                    buf.spans.append(span)
-                    if kind is not None:
-                        buf.genai = True
-                        if kind == "agent":
-                            self._hold(buf, _Held(span, span_id, deadline))
-                            held = True
-                    self._note_quiet(trace_id, buf, span, now)
                 except Exception:  # nothing may raise into the app; a held span has its deadline
                     logger.debug("otel-toolscore on_end failed", exc_info=True)
                 if not held:
