@@ -7,10 +7,14 @@
   states must be the one the whole table, asked in order, gives.
 * The search for lone surrogates skips a text without a backslash, then one without ``\\u[dD]``:
   its verdict, per text and per span, must be the one the whole search gives.
+* ``read_trace`` reads a chat history only in what it adds to one read before (``ReadMemo``):
+  over histories that grow, repeat, shrink, fork or start again, in one trace and the next, the
+  facts must be those each span read alone gives.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -249,3 +253,88 @@ def test_a_surrogate_in_a_spans_name_status_or_events_has_what_was_read_cleaned(
     expected = valid_text(text) if where in ("status", "event") else "error"
     assert facts.error is not None and facts.error.endswith(expected)
     assert facts.name == valid_text(facts.name)
+
+
+# --- a trace's chat histories, read through the memo, against each span read alone ----------------
+
+_piece = st.sampled_from(["a", "London", " ", "\u00e9", "\ud83d", "\ude00", "\ud83d\ude00", "\\ud83d", "\\", '"',
+                          "finish_reason", '","finish_reason":"stop"}', "]", "x" * 40])
+_words = st.lists(_piece, max_size=4).map("".join)
+_history_part = (
+    st.fixed_dictionaries({"type": st.just("text"), "content": _words})
+    | st.fixed_dictionaries({"type": st.just("tool_call"), "id": st.sampled_from(["c1", "c2"]),
+                             "name": st.sampled_from(["get_weather", "f"]),
+                             "arguments": st.dictionaries(st.sampled_from(["city", "n"]), _words | st.integers(0, 3),
+                                                          max_size=2)})
+    | st.fixed_dictionaries({"type": st.just("tool_call_response"), "id": st.sampled_from(["c1", "c2"]),
+                             "response": _words | st.sampled_from(['{"t":"55\\u00b0F"}', '{"error":"x"}'])})
+)
+_history_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["system", "user", "assistant", "tool"]), "parts": st.lists(_history_part, max_size=3)},
+    optional={"finish_reason": st.sampled_from(["stop", "tool_calls", None])},
+) | _words | st.integers(0, 2)
+#: a model call's output as the semconv writes it: its finish_reason last
+_output_message = st.fixed_dictionaries({
+    "role": st.just("assistant"), "parts": st.lists(_history_part, max_size=2),
+    "finish_reason": st.sampled_from(["stop", "tool_calls", None])})
+#: how each model call's input follows the one before: the history grown by that call's output
+#: (as written, without its finish_reason, or not repeated) and new turns, or the same history
+#: again, a shorter one, a fork of it, or a new one
+_step = st.tuples(st.sampled_from(["grow", "repeat", "shrink", "fork", "fresh"]),
+                  st.sampled_from(["as written", "without finish_reason", "not repeated"]),
+                  st.lists(_history_message, max_size=2), st.integers(0, 6),
+                  st.tuples(st.lists(_history_message, max_size=1), _output_message).map(lambda t: [*t[0], t[1]]))
+
+
+def _encoded(value: Any, how: tuple[tuple[str, str], bool]) -> str:
+    separators, ascii_only = how
+    return json.dumps(value, separators=separators, ensure_ascii=ascii_only)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.lists(_history_message, max_size=3), steps=st.lists(_step, min_size=1, max_size=5),
+       how=st.tuples(st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans()),
+       long_head=st.booleans(), tool_spans=st.booleans())
+def test_a_traces_chat_histories_read_as_each_span_alone_reads_them(
+        first: list[Any], steps: list[Any], how: tuple[tuple[str, str], bool], long_head: bool,
+        tool_spans: bool) -> None:
+    """Histories that grow, repeat, shrink, fork or start again, each model call's output
+    repeated in the next input as written, without its finish_reason or not at all, texts with
+    raw and escaped surrogates (lone and paired), in two traces (the second turn of a
+    conversation repeats the first's histories: a long head has the memo keep them)."""
+    from otel_toolscore.conventions import _memo
+
+    head = [{"role": "system", "parts": [{"type": "text", "content": "s" * 4200}]}] if long_head else []
+    history = head + first
+    spans: list[ReadableSpan] = []
+    previous_output: list[Any] = []
+    for step, (op, echo, more, cut, output) in enumerate(steps):
+        if op == "grow":
+            echoed = [] if echo == "not repeated" else [
+                {k: v for k, v in m.items() if k != "finish_reason" or echo == "as written"}
+                if isinstance(m, dict) else m for m in previous_output]
+            history = history + echoed + more
+        elif op == "shrink":
+            history = history[:len(head) + cut]
+        elif op == "fork":
+            history = history[:len(head) + cut] + more
+        elif op == "fresh":
+            history = head + more
+        previous_output = output
+        attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": _encoded(history, how),
+                 "gen_ai.output.messages": _encoded(output, how)}
+        spans.append(ReadableSpan(name="chat m", context=SpanContext(1, 10 + step, False, TraceFlags(1)),
+                                  attributes=attrs))
+        if tool_spans:
+            spans.append(ReadableSpan(
+                name="execute_tool f", context=SpanContext(1, 100 + step, False, TraceFlags(1)),
+                attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f",
+                            "gen_ai.tool.call.id": "c1", "gen_ai.tool.call.arguments": '{"city":"London"}',
+                            "gen_ai.tool.call.result": '{"t":"55\\u00b0F"}'}))
+    _memo.forget_earlier_traces()
+    try:
+        alone = [dataclasses.asdict(read_span(s, i)) for i, s in enumerate(spans)]
+        for _turn in range(2):  # (the second time, what the first kept for later traces is reused)
+            assert [dataclasses.asdict(f) for f in conventions.read_trace(spans)] == alone
+    finally:
+        _memo.forget_earlier_traces()
