@@ -763,7 +763,7 @@ def _collect(value: Any, key: str | None, depth: int, out: list[Leaf], limit: in
     elif isinstance(value, list):
         for item in value:
             _collect(item, key, depth + 1, out, limit, totals)
-        if totals is not None:
+        if totals is not None and len(value) > 1:  # a total needs two records
             _column_totals(value, totals)
     elif isinstance(value, tuple):
         for item in value:

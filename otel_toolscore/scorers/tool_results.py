@@ -1014,14 +1014,21 @@ def _plain(value: Any) -> bool:
 
 def _summary(reports: list[VerifiedCall]) -> dict[str, Any]:
     counts: dict[str, int] = {}
+    valid = hallucinated = integrated = 0
     for report in reports:
         for issue in report.issues:
             counts[issue.type] = counts.get(issue.type, 0) + 1
+        if not report.blocking:
+            valid += 1
+        if report.hallucinated:
+            hallucinated += 1
+        if report.integrated:
+            integrated += 1
     return {
         "total_calls": len(reports),
-        "valid_calls": sum(1 for r in reports if not r.blocking),
-        "hallucinated_calls": sum(1 for r in reports if r.hallucinated),
-        "integrated_calls": sum(1 for r in reports if r.integrated),
+        "valid_calls": valid,
+        "hallucinated_calls": hallucinated,
+        "integrated_calls": integrated,
         "average_score": mean2([r.score for r in reports]) if reports else 1.0,
         "issues": sum(counts.values()),
         "issue_counts": counts,
