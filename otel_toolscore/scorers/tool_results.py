@@ -921,9 +921,13 @@ def _state_of(value: Any) -> str | None:
 def _contradiction(
     call: ToolCall, value: Any, error: str | None, response: Response, outcomes: _Outcomes, i: int
 ) -> Issue | None:
-    """Explicit outcomes only (SCORERS.md §3): an empty result alone never contradicts."""
-    claims_only_success = response.claims_success and not response.claims_failure
-    if claims_only_success and not outcomes.retried_ok(i):
+    """Explicit outcomes only (SCORERS.md §3): an empty result alone never contradicts. The
+    result is asked first: the response's claims (two long pattern searches) are read only for a
+    result that could contradict them."""
+    # ``outcomes.failed``: the error, "nothing found" or a failure report (worked out once per run)
+    could_contradict_success = outcomes.failed[i] or _state_of(value) in _NEGATIVE_STATES
+    if (could_contradict_success and response.claims_success and not response.claims_failure
+            and not outcomes.retried_ok(i)):
         if error is not None:
             return _contradicts("the tool failed but the response claims success", response, error)
         if reports_not_found(value):
