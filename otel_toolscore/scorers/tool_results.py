@@ -463,7 +463,7 @@ class Response:
     answers never need the failure pattern, nor the words of a result worth fuzzy matching."""
 
     __slots__ = ("text", "phrase", "facts", "claims", "ungrounded", "orphans",
-                 "_tokens", "_index", "_success", "_failure", "_found")
+                 "_tokens", "_index", "_may_succeed", "_success", "_failure", "_found")
 
     def __init__(self, text: str, phrase: str, facts: tuple[Fact, ...], claims: tuple[Fact, ...]) -> None:
         self.text = text
@@ -477,6 +477,7 @@ class Response:
         self.orphans: list[Fact] = []
         self._tokens: frozenset[str] | None = None
         self._index: FactIndex | None = None
+        self._may_succeed: bool | None = None
         self._success: bool | None = None
         self._failure: bool | None = None
         self._found: bool | None = None
@@ -507,9 +508,16 @@ class Response:
         return self._index
 
     @property
+    def may_claim_success(self) -> bool:
+        """False only when ``claims_success`` is (a cheap look at its words)."""
+        if self._may_succeed is None:
+            self._may_succeed = _may_claim_success(self.text)
+        return self._may_succeed
+
+    @property
     def claims_success(self) -> bool:
         if self._success is None:
-            self._success = _may_claim_success(self.text) and _SUCCESS_RE.search(self.text) is not None
+            self._success = self.may_claim_success and _SUCCESS_RE.search(self.text) is not None
         return self._success
 
     @property
@@ -922,12 +930,11 @@ def _contradiction(
     call: ToolCall, value: Any, error: str | None, response: Response, outcomes: _Outcomes, i: int
 ) -> Issue | None:
     """Explicit outcomes only (SCORERS.md §3): an empty result alone never contradicts. The
-    result is asked first: the response's claims (two long pattern searches) are read only for a
-    result that could contradict them."""
+    result is asked first (after a cheap look at the response's words): the response's claims (two
+    long pattern searches) are read only for a result that could contradict them."""
     # ``outcomes.failed``: the error, "nothing found" or a failure report (worked out once per run)
-    could_contradict_success = outcomes.failed[i] or _state_of(value) in _NEGATIVE_STATES
-    if (could_contradict_success and response.claims_success and not response.claims_failure
-            and not outcomes.retried_ok(i)):
+    if (response.may_claim_success and (outcomes.failed[i] or _state_of(value) in _NEGATIVE_STATES)
+            and response.claims_success and not response.claims_failure and not outcomes.retried_ok(i)):
         if error is not None:
             return _contradicts("the tool failed but the response claims success", response, error)
         if reports_not_found(value):
