@@ -160,14 +160,19 @@ _STATE = ("complete", "amounts_cut", "result_kinds", "own_kinds", "_budget", "_o
 
 
 @settings(max_examples=400, deadline=None)
-@given(_runs(), st.sampled_from([(50_000, 150), (12, 150), (30, 6), (50_000, 3)]))
+@given(_runs(), st.sampled_from([(50_000, 150, _grounding.MAX_TEXT), (12, 150, _grounding.MAX_TEXT),
+                                  (30, 6, _grounding.MAX_TEXT), (50_000, 3, _grounding.MAX_TEXT),
+                                  (50_000, 150, 12), (50_000, 150, 40)]))
 def test_the_whole_sources_built_from_the_tallys_walks_are_those_built_afresh(
-        trajectory: Trajectory, caps: tuple[int, int]) -> None:
+        trajectory: Trajectory, caps: tuple[int, int, int]) -> None:
     """``ClaimSources.sources`` takes each result the tally walked whole as walked: the same
-    sources, field by field, and the same verdicts, as walking every result again."""
+    sources, field by field, and the same verdicts, as walking every result again (near the
+    caps too: few values, few amounts, short texts)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_grounding, "MAX_GROUNDING_VALUES", caps[0])
         patch.setattr(_grounding, "_MAX_OPERANDS", caps[1])
+        patch.setattr(_grounding, "MAX_TEXT", caps[2])
+        patch.setattr(tr, "MAX_TEXT", caps[2])
         run = _sources(trajectory)
         claimed, fresh = _grounding.ClaimSources.of(*run), _grounding.Sources.of(*run)
         reused = claimed.sources
