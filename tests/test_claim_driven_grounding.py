@@ -155,12 +155,41 @@ def test_claim_driven_grounding_gives_the_full_index_verdicts_and_scores(
         assert claim_driven == _score(trajectory, scorer)
 
 
+_STATE = ("complete", "amounts_cut", "result_kinds", "own_kinds", "_budget", "_own_amounts", "_amounts",
+          "_texts", "_numbers", "_digit_runs", "_overnight", "_texts_cut", "own_leaves")
+
+
+@settings(max_examples=400, deadline=None)
+@given(_runs(), st.sampled_from([(50_000, 150, _grounding.MAX_TEXT), (12, 150, _grounding.MAX_TEXT),
+                                  (30, 6, _grounding.MAX_TEXT), (50_000, 3, _grounding.MAX_TEXT),
+                                  (50_000, 150, 12), (50_000, 150, 40)]))
+def test_the_whole_sources_built_from_the_tallys_walks_are_those_built_afresh(
+        trajectory: Trajectory, caps: tuple[int, int, int]) -> None:
+    """``ClaimSources.sources`` takes each result the tally walked whole as walked: the same
+    sources, field by field, and the same verdicts, as walking every result again (near the
+    caps too: few values, few amounts, short texts)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_grounding, "MAX_GROUNDING_VALUES", caps[0])
+        patch.setattr(_grounding, "_MAX_OPERANDS", caps[1])
+        patch.setattr(_grounding, "MAX_TEXT", caps[2])
+        patch.setattr(tr, "MAX_TEXT", caps[2])
+        run = _sources(trajectory)
+        claimed, fresh = _grounding.ClaimSources.of(*run), _grounding.Sources.of(*run)
+        reused = claimed.sources
+        for sources in (reused, fresh):
+            sources._scan()
+        for name in _STATE:
+            assert getattr(reused, name) == getattr(fresh, name), name
+        for fact in _facts.facts_of(trajectory.output or ""):
+            assert reused.verdict(fact) == fresh.verdict(fact), fact
+
+
 def test_a_claim_the_own_results_hold_never_builds_the_whole_sources(monkeypatch: pytest.MonkeyPatch) -> None:
     """The point of it: an answer made of the run's own results is checked without indexing the
     conversation; one fact from elsewhere (the user's words) builds it, and is supported there."""
     built: list[int] = []
     of = _grounding.Sources.of.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(_grounding.Sources, "of", classmethod(lambda cls, *a: built.append(1) or of(cls, *a)))
+    monkeypatch.setattr(_grounding.Sources, "of", classmethod(lambda cls, *a, **k: built.append(1) or of(cls, *a, **k)))
     run = make_trajectory([("get_flights", {"date": "2025-06-14"}, {"flight": "BE571", "price_usd": 85,
                                                                     "departs": "20:15"})],
                           input="Flights on 2025-06-14 for 2 people, budget $400?",

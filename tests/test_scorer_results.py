@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_toolscore.scorers import ScorerConfigError, ToolResultVerification
+from otel_toolscore.scorers import tool_results as tr
 from otel_toolscore.scorers._facts import FactIndex, extract_facts
 from otel_toolscore.trajectory import LLMCall, Message, Trajectory
 from tests.support.trajectory_factory import NO_RESULT, llm, make_call, make_trajectory
@@ -474,3 +477,59 @@ def test_integers_beyond_float_range_in_results_are_not_an_error() -> None:
     for result in ({"n": 10**400, "temp": 21}, [10**400, 21], f'{{"n": {"9" * 400}, "temp": 21}}'):
         score = scorer.score(make_trajectory([("get", {"q": 1}, result)], input="q", output="It is 21 degrees."))
         assert score.error is None and score.value is not None, (result, score.explanation)
+
+
+# --- contradictions: the result asked first --------------------------------------------------------
+
+_OUTCOME_VALUES = st.sampled_from([
+    {"status": "ok"}, {"status": "error", "message": "card declined"}, {"status": "not_found"},
+    {"status": "cancelled"}, {"state": "Expired "}, {"state": "active"}, {"sent": True}, {"found": False},
+    {"error": "timeout"}, {"isError": True}, {"a": "", "b": []}, {"temperature": "72°F"}, {},
+    "Error: payment method not found", "No results found", "Booking confirmed", "", None, [1, 2],
+])
+_OUTCOME_ANSWERS = st.sampled_from([
+    "I've booked your flight.", "The booking was cancelled; I could not complete it.",
+    "Unfortunately the payment failed.", "Your reservation has been confirmed successfully.",
+    "The cancellation is complete and the email was sent.", "It is 72°F in Paris.", "",
+    "I have sent the invite, but the calendar update failed.",
+])
+
+
+def _contradiction_the_long_way(call: Any, value: Any, error: str | None, response: Any, outcomes: Any,
+                                i: int) -> Any:
+    """``_contradiction`` as it was written before it asked the result first: the oracle."""
+    claims_only_success = response.claims_success and not response.claims_failure
+    if claims_only_success and not outcomes.retried_ok(i):
+        if error is not None:
+            return tr._contradicts("the tool failed but the response claims success", response, error)
+        if tr.reports_not_found(value):
+            return tr._contradicts("the result reports nothing found but the response claims success", response,
+                                   tr._shown(value))
+        if tr.reports_failure(value):
+            return tr._contradicts("the tool reported a failure but the response claims success", response,
+                                   tr._shown(value))
+        state = tr._state_of(value)
+        if state in tr._NEGATIVE_STATES and i == outcomes.last_stateful and not tr._mentions(response, state):
+            return tr._contradicts(f"the result says {state!r} but the response claims success", response,
+                                   tr._shown(value))
+    if (error is None and tr.reports_success(value) and response.claims_failure and not response.claims_success
+            and not outcomes.later_failed(i)):
+        return tr._contradicts("the tool succeeded but the response says it failed", response, tr._shown(value),
+                               failure=True)
+    return None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["book", "pay"]), _OUTCOME_VALUES,
+                          st.sampled_from([None, None, "", "timeout"])), min_size=1, max_size=4),
+       _OUTCOME_ANSWERS)
+def test_a_contradiction_is_what_asking_the_response_first_finds(
+        calls: list[tuple[str, Any, str | None]], answer: str) -> None:
+    made = [make_call(name, {}, value, index=i, id=f"c{i}", error=error) for i, (name, value, error) in enumerate(calls)]
+    values = [tr.structured_result(call)[0] for call in made]
+    errors = [tr.error_of(call, value) for call, value in zip(made, values)]
+    for i, (call, value, error) in enumerate(zip(made, values, errors)):
+        fast = tr._contradiction(call, value, error, tr.Response.of(answer), tr._Outcomes(made, values, errors), i)
+        slow = _contradiction_the_long_way(call, value, error, tr.Response.of(answer),
+                                           tr._Outcomes(made, values, errors), i)
+        assert fast == slow

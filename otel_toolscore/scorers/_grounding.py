@@ -126,18 +126,20 @@ class Sources:
 
     @classmethod
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
-           answered: Iterable[bool] = ()) -> Sources:
+           answered: Iterable[bool] = (), walks: dict[int, Walk] | None = None) -> Sources:
         """Sources of a run: ``calls`` are the run's own calls, ``results`` their values as read
         (``structured_result``), ``answered`` whether each returned a non-empty, non-error result
-        (``source_items`` says what is read, and why)."""
+        (``source_items`` says what is read, and why); ``walks``: by ``id``, ``walk`` of the
+        results (own and carried by the history) that were walked whole already (``ClaimSources``)."""
         sources = cls()
+        walks = walks or {}
         for text, value, own in source_items(trajectory, calls, results, answered):
             if text is not None:
                 sources.add_text(text)
             elif own:
-                sources.own_leaves.append(sources.add_result(value, own=True))
+                sources.own_leaves.append(sources.add_result(value, own=True, walked=walks.get(id(value))))
             else:
-                sources.add_result(value, own=False)
+                sources.add_result(value, own=False, walked=walks.get(id(value)))
         sources.complete = sources.complete and not sources._texts_cut
         return sources
 
@@ -171,8 +173,9 @@ class Sources:
             if not self._overnight and "+1" in examined and _NEXT_DAY.search(examined):
                 self._overnight = True
 
-    def add_result(self, value: Any, *, own: bool) -> list[Leaf] | None:
-        """Index a result's leaves; they are returned when they were all walked now."""
+    def add_result(self, value: Any, *, own: bool, walked: Walk | None = None) -> list[Leaf] | None:
+        """Index a result's leaves; they are returned when they were all walked now. ``walked``:
+        ``walk`` of the whole value, when it was walked already."""
         shape = _shape(value)
         earlier = self._added.get(shape, ()) if shape is not None else ()
         for known, known_own, taken, known_amounts in earlier:
@@ -183,13 +186,14 @@ class Sources:
                 self._add_amounts(known_amounts, own)
                 return None
         given: list[float] = []
-        taken_now = self._add_leaves(value, own, given)
+        taken_now = self._add_leaves(value, own, given, walked)
         if taken_now is not None and shape is not None:
             self._added.setdefault(shape, []).append((value, own, taken_now, given))
-        walked, self._walked = self._walked, None
-        return walked if taken_now is not None else None
+        leaves, self._walked = self._walked, None
+        return leaves if taken_now is not None else None
 
-    def _add_leaves(self, value: Any, own: bool, given: list[float] | None = None) -> int | None:
+    def _add_leaves(self, value: Any, own: bool, given: list[float] | None = None,
+                    walked: Walk | None = None) -> int | None:
         """``add_result``; how many leaves it took, or None when the budget ran out. ``given``:
         where the amounts it added are listed, in order."""
         numbers: list[float] = []
@@ -200,7 +204,8 @@ class Sources:
         result_kinds, own_kinds = self.result_kinds, self.own_kinds
         # one leaf past the budget says that it ran out: the leaves before it are still taken
         limit = max(self._budget, 0) + 1
-        leaves, totals = walk(value, limit)
+        # a whole walk with fewer leaves than the limit is what a walk to the limit gives
+        leaves, totals = walked if walked is not None and len(walked[0]) < limit else walk(value, limit)
         ran_out = len(leaves) >= limit
         self._walked = None if ran_out else leaves
         if ran_out:
@@ -424,6 +429,9 @@ class ClaimSources:
         self.complete = True
         self.amounts_cut = False
         self.own_leaves: list[list[Leaf] | None] = []
+        #: by ``id``, ``walk`` of each result the tally walked whole (own ones and those the history
+        #: carries): the whole sources take them instead of walking those results again
+        self._walks: dict[int, Walk] | None = None
 
     @classmethod
     def of(cls, trajectory: Trajectory, calls: Iterable[ToolCall], results: Iterable[Any],
@@ -440,7 +448,7 @@ class ClaimSources:
     def sources(self) -> Sources:
         """The whole sources, built when first asked."""
         if self._sources is None:
-            self._sources = Sources.of(*self._run)
+            self._sources = Sources.of(*self._run, walks=self._walks)
         return self._sources
 
     def _tally(self) -> bool:
@@ -459,6 +467,7 @@ class ClaimSources:
         own_amounts = earlier_amounts = 0  # amounts given for totals (``_MAX_OPERANDS`` each)
         facts: list[Fact] = []
         own_leaves: list[list[Leaf] | None] = []
+        walks: dict[int, Walk] = {}
         #: the own results tallied, by identity and by ``_shape``: (the value, its leaves, its
         #: amounts). The history repeats them (``Sources.add_result``): the same leaves count the same again.
         by_id: dict[int, tuple[int, int]] = {}
@@ -471,14 +480,16 @@ class ClaimSources:
                 text = call.arguments_raw or _json(call.arguments)
                 if len(text) > MAX_TEXT:
                     return False
-            leaves, given = self._tally_result(value, budget, facts)
-            if leaves is None:
+            walked, given = self._tally_result(value, budget, facts)
+            if walked is None:
                 return False
+            leaves = walked[0]
             budget -= len(leaves)
             own_amounts += given
             if budget < 0 or own_amounts > _MAX_OPERANDS:
                 return False
             own_leaves.append(leaves)
+            walks[id(value)] = walked
             by_id[id(value)] = (len(leaves), given)
             shape = _shape(value)
             if shape is not None:
@@ -515,10 +526,11 @@ class ClaimSources:
                     if known is not None:
                         taken, given = known
                     else:
-                        leaves, given = self._tally_result(value, budget, None)
-                        if leaves is None:
+                        walked, given = self._tally_result(value, budget, None)
+                        if walked is None:
                             return False
-                        taken = len(leaves)
+                        taken = len(walked[0])
+                        walks[id(value)] = walked
                     budget -= taken
                     earlier_amounts += given
                     if budget < 0 or earlier_amounts > _MAX_OPERANDS:
@@ -528,15 +540,16 @@ class ClaimSources:
         if unwritten and not _written_arguments_fit(trajectory):
             return False
         self.own_leaves = own_leaves
+        self._walks = walks
         self._own_facts = facts
         self._quick_keys = {(f.kind, f.value, f.unit if f.kind == "number" else None) for f in facts}
         return True
 
     @staticmethod
-    def _tally_result(value: Any, budget: int, facts: list[Fact] | None) -> tuple[list[Leaf] | None, int]:
-        """A result's leaves (None: a cap may be reached) and the amounts it gives for totals;
-        ``facts``: where an own result's facts go."""
-        leaves, totals = walk(value, budget + 1)
+    def _tally_result(value: Any, budget: int, facts: list[Fact] | None) -> tuple[Walk | None, int]:
+        """A result's ``walk``, whole (None: a cap may be reached), and the amounts it gives for
+        totals; ``facts``: where an own result's facts go."""
+        walked = leaves, totals = walk(value, budget + 1)
         if len(leaves) > budget:
             return None, 0
         given = len(totals)
@@ -556,7 +569,7 @@ class ClaimSources:
                 given += 1
             if facts is not None:
                 facts.append(_number_fact(number))
-        return leaves, given
+        return walked, given
 
     def verdict(self, fact: Fact) -> tuple[bool, bool]:
         """``Sources.verdict``: a claim found among the own results' facts is supported."""
@@ -713,9 +726,11 @@ _short_leaf = lru_cache(maxsize=8192)(_leaf_of)
 _JSON_OPENERS = ("{", "[")
 #: what ``walk`` gives: (the key the leaf sits under, the string or finite number as written)
 Leaf = tuple[str | None, str | int | float]
+#: what ``walk`` gives: the leaves and the column totals
+Walk = tuple[list[Leaf], list[float]]
 
 
-def walk(value: Any, limit: int) -> tuple[list[Leaf], list[float]]:
+def walk(value: Any, limit: int) -> Walk:
     """The first ``limit`` (key, leaf) pairs for string and finite-number leaves, depth-first; a
     string that holds JSON is read as JSON (only as far as the leaves taken reach). With them,
     in one pass, the column totals (``_column_totals``) of the lists met, inner lists first;
@@ -748,7 +763,7 @@ def _collect(value: Any, key: str | None, depth: int, out: list[Leaf], limit: in
     elif isinstance(value, list):
         for item in value:
             _collect(item, key, depth + 1, out, limit, totals)
-        if totals is not None:
+        if totals is not None and len(value) > 1:  # a total needs two records
             _column_totals(value, totals)
     elif isinstance(value, tuple):
         for item in value:

@@ -463,7 +463,7 @@ class Response:
     answers never need the failure pattern, nor the words of a result worth fuzzy matching."""
 
     __slots__ = ("text", "phrase", "facts", "claims", "ungrounded", "orphans",
-                 "_tokens", "_index", "_success", "_failure", "_found")
+                 "_tokens", "_index", "_may_succeed", "_success", "_failure", "_found")
 
     def __init__(self, text: str, phrase: str, facts: tuple[Fact, ...], claims: tuple[Fact, ...]) -> None:
         self.text = text
@@ -477,6 +477,7 @@ class Response:
         self.orphans: list[Fact] = []
         self._tokens: frozenset[str] | None = None
         self._index: FactIndex | None = None
+        self._may_succeed: bool | None = None
         self._success: bool | None = None
         self._failure: bool | None = None
         self._found: bool | None = None
@@ -507,9 +508,16 @@ class Response:
         return self._index
 
     @property
+    def may_claim_success(self) -> bool:
+        """False only when ``claims_success`` is (a cheap look at its words)."""
+        if self._may_succeed is None:
+            self._may_succeed = _may_claim_success(self.text)
+        return self._may_succeed
+
+    @property
     def claims_success(self) -> bool:
         if self._success is None:
-            self._success = _may_claim_success(self.text) and _SUCCESS_RE.search(self.text) is not None
+            self._success = self.may_claim_success and _SUCCESS_RE.search(self.text) is not None
         return self._success
 
     @property
@@ -921,9 +929,12 @@ def _state_of(value: Any) -> str | None:
 def _contradiction(
     call: ToolCall, value: Any, error: str | None, response: Response, outcomes: _Outcomes, i: int
 ) -> Issue | None:
-    """Explicit outcomes only (SCORERS.md §3): an empty result alone never contradicts."""
-    claims_only_success = response.claims_success and not response.claims_failure
-    if claims_only_success and not outcomes.retried_ok(i):
+    """Explicit outcomes only (SCORERS.md §3): an empty result alone never contradicts. The
+    result is asked first (after a cheap look at the response's words): the response's claims (two
+    long pattern searches) are read only for a result that could contradict them."""
+    # ``outcomes.failed``: the error, "nothing found" or a failure report (worked out once per run)
+    if (response.may_claim_success and (outcomes.failed[i] or _state_of(value) in _NEGATIVE_STATES)
+            and response.claims_success and not response.claims_failure and not outcomes.retried_ok(i)):
         if error is not None:
             return _contradicts("the tool failed but the response claims success", response, error)
         if reports_not_found(value):
@@ -1014,14 +1025,21 @@ def _plain(value: Any) -> bool:
 
 def _summary(reports: list[VerifiedCall]) -> dict[str, Any]:
     counts: dict[str, int] = {}
+    valid = hallucinated = integrated = 0
     for report in reports:
         for issue in report.issues:
             counts[issue.type] = counts.get(issue.type, 0) + 1
+        if not report.blocking:
+            valid += 1
+        if report.hallucinated:
+            hallucinated += 1
+        if report.integrated:
+            integrated += 1
     return {
         "total_calls": len(reports),
-        "valid_calls": sum(1 for r in reports if not r.blocking),
-        "hallucinated_calls": sum(1 for r in reports if r.hallucinated),
-        "integrated_calls": sum(1 for r in reports if r.integrated),
+        "valid_calls": valid,
+        "hallucinated_calls": hallucinated,
+        "integrated_calls": integrated,
         "average_score": mean2([r.score for r in reports]) if reports else 1.0,
         "issues": sum(counts.values()),
         "issue_counts": counts,

@@ -32,7 +32,9 @@ def _patched(name: str, value: Any) -> Iterator[None]:
 def _sources_of(history_results: bool = True, user_system: bool = True) -> classmethod:  # type: ignore[type-arg]
     """``Sources.of`` without earlier turns' results, or without user messages and the system."""
 
-    def of(cls: type[Sources], trajectory: Any, calls: Any, results: Any, answered: Any = ()) -> Sources:
+    def of(cls: type[Sources], trajectory: Any, calls: Any, results: Any, answered: Any = (),
+           walks: Any = None) -> Sources:
+        # ``walks`` (results walked already) only saves walking them again: each is walked here
         sources = cls()
         if user_system:
             for text in (trajectory.input, trajectory.system_instructions):
