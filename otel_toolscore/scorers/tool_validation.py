@@ -23,6 +23,7 @@ Decisions where SCORERS.md is silent:
 
 from __future__ import annotations
 
+import copy
 import threading
 import warnings
 from collections import OrderedDict
@@ -96,8 +97,35 @@ _cache_lock = threading.Lock()
 _NO_REMOTE = Registry()
 
 
+#: compile_schema's answers by the schema object asked about: the readers share one schema dict
+#: per tool definition between runs, so a run's schemas are mostly ones already asked about, and
+#: comparing one with a copy of itself costs a fifth of encoding it to look it up by its text.
+#: id → (the schema, a copy as it was when compiled, the answer); the copy catches a schema
+#: changed in place since (the schema held keeps its id its own), but for a value made an equal
+#: one of another type (1 to 1.0), which only a caller changing a read trajectory could do.
+_by_object: dict[int, tuple[Mapping[str, Any], Any, CompiledSchema]] = {}
+
+
 def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     """A validator for the schema, cached by the schema's canonical JSON text."""
+    hit = _by_object.get(id(schema))
+    try:
+        if hit is not None and hit[0] is schema and hit[1] == schema:
+            return hit[2]
+    except Exception:  # noqa: BLE001 - a value that cannot be compared: looked up by its text
+        hit = None
+    compiled = _compile_by_text(schema)
+    try:
+        as_it_was = copy.deepcopy(schema)
+    except Exception:  # noqa: BLE001 - a value that cannot be copied: looked up by its text each time
+        return compiled
+    if len(_by_object) >= _CACHE_LIMIT:
+        _by_object.clear()
+    _by_object[id(schema)] = (schema, as_it_was, compiled)
+    return compiled
+
+
+def _compile_by_text(schema: Mapping[str, Any]) -> CompiledSchema:
     key = canonical_json(schema)
     with _cache_lock:
         hit = _cache.get(key)
