@@ -235,6 +235,7 @@ def test_a_code_scorers_score_is_the_validated_one(name: str, value: float | Non
         lambda s: list(s) == list(validated), lambda s: pickle.loads(pickle.dumps(s)) == validated,
         lambda s: copy.copy(s) == validated, lambda s: copy.deepcopy(s) == validated,
         lambda s: s.model_copy(update={"value": 0.5}).details == validated.details,
+        lambda s: setattr(s, "details", dict(details)) or repr(s) == repr(validated),
     ]
     for i, check in enumerate(checks):
         score = lazy()

@@ -65,8 +65,15 @@ class Score(BaseModel):
 
         def __getattr__(self, item: str) -> Any:
             if item == "details":  # only when not built yet: a built one is in ``__dict__``
-                return self._settled().__dict__["details"]
+                fields = self._settled().__dict__
+                if "details" in fields:
+                    return fields["details"]
             return super().__getattr__(item)
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name == "details":  # (replaced where it stands, as in a built score)
+                self._settled()
+            super().__setattr__(name, value)
 
     def _settled(self) -> Score:
         """This score with its details built: the instance ``Score(...)`` gives for them.
