@@ -476,7 +476,8 @@ def test_a_schema_changed_in_place_is_compiled_as_it_is_now() -> None:
     schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "integer"}}}
     trajectory = one_call("t", {"a": "x"}, {})
     trajectory.tool_definitions = [ToolDefinition(name="t", parameters=schema)]
-    assert types_of(validate(trajectory)) == ["type_mismatch"]
+    for _ in range(3):  # (from its second time, a schema is answered from the object)
+        assert types_of(validate(trajectory)) == ["type_mismatch"]
     schema["properties"]["a"]["type"] = "string"
     assert types_of(validate(trajectory)) == []
     assert compile_schema(schema) is compile_schema(json.loads(json.dumps(schema)))

@@ -23,7 +23,7 @@ Decisions where SCORERS.md is silent:
 
 from __future__ import annotations
 
-import copy
+import json
 import threading
 import warnings
 from collections import OrderedDict
@@ -98,35 +98,41 @@ _NO_REMOTE = Registry()
 
 
 #: compile_schema's answers by the schema object asked about: the readers share one schema dict
-#: per tool definition between runs, so a run's schemas are mostly ones already asked about, and
-#: comparing one with a copy of itself costs a fifth of encoding it to look it up by its text.
-#: id → (the schema, a copy as it was when compiled, the answer); the copy catches a schema
-#: changed in place since (the schema held keeps its id its own), but for a value made an equal
-#: one of another type (1 to 1.0), which only a caller changing a read trajectory could do.
-_by_object: dict[int, tuple[Mapping[str, Any], Any, CompiledSchema]] = {}
+#: per tool definition between runs, so a run's schemas are mostly ones asked about before, and
+#: comparing one with a copy of itself costs a fraction of encoding it to look it up by its text.
+#: id → (the schema, held so that its id stays its own; from its second time, the schema as it
+#: was then, read back from its text, and the answer). The copy catches a schema changed in
+#: place since, but for a value made an equal one of another type (1 to 1.0), which only a
+#: caller changing a read trajectory could do; a schema that is no JSON never equals its copy.
+_by_object: dict[int, tuple[Mapping[str, Any], Any, CompiledSchema | None]] = {}
 
 
 def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     """A validator for the schema, cached by the schema's canonical JSON text."""
-    hit = _by_object.get(id(schema))
-    try:
-        if hit is not None and hit[0] is schema and hit[1] == schema:
-            return hit[2]
-    except Exception:  # noqa: BLE001 - a value that cannot be compared: looked up by its text
-        hit = None
-    compiled = _compile_by_text(schema)
-    try:
-        as_it_was = copy.deepcopy(schema)
-    except Exception:  # noqa: BLE001 - a value that cannot be copied: looked up by its text each time
-        return compiled
+    seen = _by_object.get(id(schema))
+    if seen is not None and seen[0] is not schema:
+        seen = None
+    if seen is not None and seen[2] is not None:
+        try:
+            if seen[1] == schema:
+                return seen[2]
+        except Exception:  # noqa: BLE001 - a value that cannot be compared: looked up by its text
+            pass
+    key = canonical_json(schema)
+    compiled = _compile_by_text(key, schema)
+    entry: tuple[Mapping[str, Any], Any, CompiledSchema | None] = (schema, None, None)
+    if seen is not None:  # asked about again: worth the copy (a schema seen once costs nothing more)
+        try:
+            entry = (schema, json.loads(key), compiled)
+        except (ValueError, RecursionError):  # a repr or a marker, not JSON text
+            return compiled
     if len(_by_object) >= _CACHE_LIMIT:
         _by_object.clear()
-    _by_object[id(schema)] = (schema, as_it_was, compiled)
+    _by_object[id(schema)] = entry
     return compiled
 
 
-def _compile_by_text(schema: Mapping[str, Any]) -> CompiledSchema:
-    key = canonical_json(schema)
+def _compile_by_text(key: str, schema: Mapping[str, Any]) -> CompiledSchema:
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
