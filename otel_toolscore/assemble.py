@@ -464,7 +464,7 @@ class _CallBuilder:
         self._scope = _Scope()
         #: the last LLM span's own history and the echo counts, unanswered calls and id-less
         #: result count its messages left (``add_llm``): the next span's history repeats it
-        self._after_history: tuple[list[Message], dict[Any, int], dict[str, deque[ToolCall]], int] | None = None
+        self._after_history: tuple[list[Message], _Echoes, dict[str, deque[ToolCall]], int] | None = None
         self._seq = 0
         self.problems: list[str] = []
         # Indexes that keep matching linear in the number of calls (a run may echo thousands of
@@ -525,8 +525,7 @@ class _CallBuilder:
             _, seen, pending, idless = after
             start = len(after[0])
         else:
-            #: per (id, name, arguments) and per (name, arguments): echoes met so far in this input
-            seen = defaultdict(int)
+            seen = _Echoes()
             #: id → calls echoed in this input and not yet answered there, in order
             pending = defaultdict(deque)
             idless = 0
@@ -612,8 +611,21 @@ class _CallBuilder:
                 return call
         return None
 
-    def _history_call(self, req: ToolCallRequest, f: SpanFacts, seen: dict[Any, int]) -> ToolCall:
+    def _history_call(self, req: ToolCallRequest, f: SpanFacts, seen: _Echoes) -> ToolCall:
+        if req.id and (req.id,) not in seen:
+            same_id = self._by_id.get(req.id)
+            if same_id is not None and len(same_id) == 1:
+                c = same_id[0]
+                if c.arguments is req.arguments and c.name == req.name:
+                    # The first echo of its id in this input, of the one call of that id, with
+                    # the very arguments object that call was made with (the readers share it):
+                    # that call, as below, without encoding its arguments (``_Echoes.unkeyed``).
+                    seen[req.id,] = 1
+                    seen.unkeyed.append((req.id, c))
+                    _add_source(c, "history")
+                    return c
         key = self._key(req.name, req.arguments)
+        self._keyed(seen)
         if req.id:
             # The n-th echo of (id, name, arguments) in this input is the n-th such call.
             nth = seen[req.id, key]
@@ -626,6 +638,7 @@ class _CallBuilder:
                     if nth == 0:
                         seen[key] += 1
                         seen[req.id, key] += 1
+                        seen[req.id,] += 1
                         _add_source(c, "history")
                         return c
                     nth -= 1
@@ -649,6 +662,15 @@ class _CallBuilder:
             id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
             arguments_error=_args_error(req), sources=["history"], start_time=f.start,
         ))
+
+    def _keyed(self, seen: _Echoes) -> None:
+        """Count by key the echoes ``seen`` holds unkeyed: before any count by key is read."""
+        if seen.unkeyed:
+            for call_id, call in seen.unkeyed:
+                key = self._key_of(call)
+                seen[key] += 1
+                seen[call_id, key] += 1
+            seen.unkeyed.clear()
 
     # Tool spans: the call as executed
     def add_tool_span(self, f: SpanFacts) -> None:
@@ -805,12 +827,27 @@ def _last_user(inputs: list[Message], stop: int = 0) -> int:
     return -1
 
 
-def _count_echo(seen: dict[Any, int], req: ToolCallRequest, key: str | None) -> None:
+class _Echoes(defaultdict[Any, int]):
+    """The echoes of calls met so far in one model input: how many per (name, arguments) key,
+    per (id, key) and per id alone (``(id,)``). An echo that ``_history_call`` finds to be the
+    very call of its id is counted by id at once and by key only before a count by key is read
+    (``_CallBuilder._keyed``): most inputs never read one, and a key costs an encode."""
+
+    __slots__ = ("unkeyed",)
+
+    def __init__(self) -> None:
+        super().__init__(int)
+        #: (id, call) of the echoes not yet counted by key
+        self.unkeyed: list[tuple[str, ToolCall]] = []
+
+
+def _count_echo(seen: _Echoes, req: ToolCallRequest, key: str | None) -> None:
     if key is None:
         return
     seen[key] += 1
     if req.id:
         seen[req.id, key] += 1
+        seen[req.id,] += 1
 
 
 def _without_echoed_calls(outputs: list[Message], inputs: list[Message]) -> list[Message]:

@@ -2,8 +2,9 @@
 
 Finding runs jumps from agent span to agent span instead of walking every span; a model input
 that continues the previous one keeps its boundary without scanning it again; an echoed call
-whose arguments are plainly equal to its request's takes the request's key without encoding.
-Each is checked here against the long way (the reference kept in this file), on random input.
+whose arguments are plainly equal to its request's takes the request's key without encoding;
+an echo of the one call of its id, with that call's very arguments, is counted by key only when
+a count by key is read. Each is checked here against the long way (the reference kept in this file), on random input.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_toolscore.assemble import _build_tree, _canon, _find_runs, _plainly_equal, _Scope
+from otel_toolscore.assemble import _build_tree, _CallBuilder, _canon, _Echoes, _find_runs, _plainly_equal, _Scope
 from otel_toolscore.conventions import SpanFacts
-from otel_toolscore.trajectory import Message
+from otel_toolscore.trajectory import Message, ToolCallRequest, ToolResultPart
 
 # --- runs: the reference walks every span -------------------------------------------------------
 
@@ -174,3 +176,72 @@ def test_an_echo_of_plain_arguments_is_plainly_equal_and_a_lookalike_is_not() ->
     assert not _plainly_equal({"days": 1}, {"days": True})  # equal in Python, not in JSON
     assert not _plainly_equal({"days": 1}, {"days": 1.0})
     assert not _plainly_equal({"nested": {"a": 1}}, {"nested": {"a": 1}})  # not sure: encoded instead
+
+
+# --- an echo of the one call of its id, with its very arguments: counted by key only when read ---
+
+_ids = st.sampled_from([None, "c1", "c2", "c3"])
+_args = st.sampled_from([{"x": 1}, {"x": 2}, {"x": True}, {"x": 1.0}, None])
+
+
+@st.composite
+def _chat_spans(draw: Any) -> list[SpanFacts]:
+    """LLM spans of one run: each input the last one (the same message objects) with the last
+    output echoed (that very message, or a copy whose requests carry equal or the same
+    arguments) and results, or cut somewhere; ids and (name, arguments) repeat."""
+    spans: list[SpanFacts] = []
+    inputs: list[Message] = [Message("user", "q")]
+    for i in range(draw(st.integers(1, 5))):
+        requests = []
+        for _ in range(draw(st.integers(0, 3))):
+            args = draw(_args)
+            requests.append(ToolCallRequest(id=draw(_ids), name=draw(st.sampled_from(["a", "b"])),
+                                            arguments=dict(args) if args is not None else None))
+        output = Message("assistant", tool_calls=requests)
+        spans.append(SpanFacts(span_id=f"s{i}", parent_id=None, name="chat", start=10 * i, end=10 * i + 5, order=i,
+                               role="llm", input_messages=list(inputs), output_messages=[output]))
+        echo = output if draw(st.booleans()) else Message("assistant", tool_calls=[
+            ToolCallRequest(r.id, r.name, dict(r.arguments) if draw(st.booleans()) and r.arguments else r.arguments)
+            for r in requests])
+        answered = Message("tool", tool_results=[ToolResultPart(tool_call_id=draw(st.one_of(st.just(r.id), _ids)),
+                                                                content="ok") for r in requests])
+        if draw(st.booleans()):
+            inputs = [*inputs, echo, answered]
+        else:
+            inputs = [*inputs[: draw(st.integers(0, len(inputs)))], echo, answered]
+    return spans
+
+
+def _assembled(spans: list[SpanFacts]) -> Any:
+    builder = _CallBuilder()
+    requested = [builder.add_llm(f).tool_call_ids for f in spans]
+    calls = builder.finish()
+    return ([(c.id, c.name, c.arguments, c.sources, c.result, c.has_result, c.error, builder.sort_key(c)) for c in calls],
+            requested, builder.problems)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_chat_spans())
+def test_echoes_counted_by_key_when_read_resolve_as_counted_at_once(spans: list[SpanFacts]) -> None:
+    shortcut = _assembled(spans)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_Echoes, "__contains__", lambda self, key: True)  # (no id ever unseen: the long way)
+        assert _assembled(spans) == shortcut
+
+
+def test_an_echo_of_its_calls_very_arguments_is_not_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    request = ToolCallRequest(id="c1", name="a", arguments={"x": 1})
+    output = Message("assistant", tool_calls=[request])
+    first = SpanFacts(span_id="s0", parent_id=None, name="chat", start=0, end=5, order=0, role="llm",
+                      input_messages=[Message("user", "q")], output_messages=[output])
+    second = SpanFacts(span_id="s1", parent_id=None, name="chat", start=10, end=15, order=1, role="llm",
+                       input_messages=[Message("user", "q"), output, Message("tool", tool_results=[
+                           ToolResultPart(tool_call_id="c1", content="ok")])], output_messages=[])
+    encoded: list[Any] = []
+    monkeypatch.setattr("otel_toolscore.assemble._canon", lambda args: encoded.append(args) or "")
+    builder = _CallBuilder()
+    builder.add_llm(first)
+    builder.add_llm(second)
+    (call,) = builder.finish()
+    assert call.sources == ["llm_output", "history", "result_message"] and call.result == "ok"
+    assert encoded == []

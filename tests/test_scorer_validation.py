@@ -464,6 +464,25 @@ def test_compiled_validators_are_cached_by_schema_text() -> None:
     assert first is second
 
 
+def test_a_schema_asked_about_again_is_answered_from_the_object_then_from_a_copy_of_its_text() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    first = compile_schema(schema)
+    assert compile_schema(schema) is first
+    assert compile_schema(json.loads(json.dumps(schema))) is first
+
+
+def test_a_schema_changed_in_place_is_compiled_as_it_is_now() -> None:
+    """A trajectory's schema changed between two scorings is the schema of the second."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    trajectory = one_call("t", {"a": "x"}, {})
+    trajectory.tool_definitions = [ToolDefinition(name="t", parameters=schema)]
+    for _ in range(3):  # (from its second time, a schema is answered from the object)
+        assert types_of(validate(trajectory)) == ["type_mismatch"]
+    schema["properties"]["a"]["type"] = "string"
+    assert types_of(validate(trajectory)) == []
+    assert compile_schema(schema) is compile_schema(json.loads(json.dumps(schema)))
+
+
 def test_bad_options_are_configuration_errors() -> None:
     with pytest.raises(ScorerConfigError):
         ToolCallValidation(schemas={"t": 42})

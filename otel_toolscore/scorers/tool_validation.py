@@ -23,6 +23,7 @@ Decisions where SCORERS.md is silent:
 
 from __future__ import annotations
 
+import json
 import threading
 import warnings
 from collections import OrderedDict
@@ -96,9 +97,42 @@ _cache_lock = threading.Lock()
 _NO_REMOTE = Registry()
 
 
+#: compile_schema's answers by the schema object asked about: the readers share one schema dict
+#: per tool definition between runs, so a run's schemas are mostly ones asked about before, and
+#: comparing one with a copy of itself costs a fraction of encoding it to look it up by its text.
+#: id → (the schema, held so that its id stays its own; from its second time, the schema as it
+#: was then, read back from its text, and the answer). The copy catches a schema changed in
+#: place since, but for a value made an equal one of another type (1 to 1.0), which only a
+#: caller changing a read trajectory could do; a schema that is no JSON never equals its copy.
+_by_object: dict[int, tuple[Mapping[str, Any], Any, CompiledSchema | None]] = {}
+
+
 def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     """A validator for the schema, cached by the schema's canonical JSON text."""
+    seen = _by_object.get(id(schema))
+    if seen is not None and seen[0] is not schema:
+        seen = None
+    if seen is not None and seen[2] is not None:
+        try:
+            if seen[1] == schema:
+                return seen[2]
+        except Exception:  # noqa: BLE001 - a value that cannot be compared: looked up by its text
+            pass
     key = canonical_json(schema)
+    compiled = _compile_by_text(key, schema)
+    entry: tuple[Mapping[str, Any], Any, CompiledSchema | None] = (schema, None, None)
+    if seen is not None:  # asked about again: worth the copy (a schema seen once costs nothing more)
+        try:
+            entry = (schema, json.loads(key), compiled)
+        except (ValueError, RecursionError):  # a repr or a marker, not JSON text
+            return compiled
+    if len(_by_object) >= _CACHE_LIMIT:
+        _by_object.clear()
+    _by_object[id(schema)] = entry
+    return compiled
+
+
+def _compile_by_text(key: str, schema: Mapping[str, Any]) -> CompiledSchema:
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -457,13 +491,14 @@ class ToolCallValidation(Scorer):
         else:
             top = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
             explanation = f"{bad} of {len(reports)} tool call(s) have issues: {top}."
+        results = tuple(reports)
         return Score.of_code(
             name=self.name,
             value=value,
             label=LABEL_PASS if passed else LABEL_FAIL,
             explanation=explanation,
-            details={"tool_calls": json_view(reports), "issue_counts": counts},
-            call_results=tuple(reports),
+            details=lambda: {"tool_calls": json_view(results), "issue_counts": counts},
+            call_results=results,
         )
 
 
