@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +15,7 @@ from otel_toolscore.scorers.base import Score
 from otel_toolscore.scorers.tool_call_accuracy import ToolCallAccuracy
 from otel_toolscore.scorers.tool_validation import ToolCallValidation
 from otel_toolscore.trajectory import ToolCall, ToolDefinition, Trajectory
-from tests.support.score_shortcuts import assert_scores_as_the_long_way, the_long_way
+from tests.support.score_shortcuts import assert_scores_as_the_long_way
 
 
 class _Text(str):
@@ -74,25 +73,6 @@ def test_the_shortcut_is_taken_for_plain_runs() -> None:
         tool_definitions=[ToolDefinition(name="a", parameters={"type": "object", "properties": {"x": {"type": "string"}}})])
     for scorer in (ToolCallValidation(), ToolCallAccuracy.from_trajectory_expectations()):
         assert scorer._details_are_json(scorer._score(trajectory))
-
-
-def test_details_are_built_only_when_read() -> None:
-    """What the hot path saves: a score whose details need no checking encode is emitted without
-    them built; read, they are what the long way built at once."""
-    trajectory = Trajectory(trace_id="t", expectations={"toolscore.expected_tool": "a"}, steps=[
-        ToolCall(id="c1", name="a", span_id="s1", arguments={"x": "v"}, has_result=True),
-        ToolCall(id="c2", name="b", span_id="s2", arguments={"y": 1}, has_result=True)],
-        tool_definitions=[ToolDefinition(name="a", parameters={"type": "object", "properties": {"x": {"type": "string"}}}),
-                          ToolDefinition(name="b", parameters={"type": "object"})])
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for scorer in (ToolCallValidation(), ToolCallAccuracy.from_trajectory_expectations()):
-            score = scorer.score(trajectory)
-            assert "details" not in score.__dict__, scorer.name
-            assert (score.value, score.label, score.calls) == (1.0, "pass", score.call_results)
-            assert "details" not in score.__dict__, scorer.name
-            long = the_long_way(scorer, trajectory, monkeypatch)
-            assert score.details == long.details and score.details["tool_calls"]
-            assert score == long and repr(score) == repr(long)
 
 
 def test_a_subclass_has_its_details_encoded() -> None:

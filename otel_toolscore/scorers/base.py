@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from otel_toolscore import semconv
 from otel_toolscore.scorers.registry import BY_NAME, CODE_SCORERS, EXPECTATION_SCORERS, ScorerKind
@@ -57,66 +57,6 @@ class Score(BaseModel):
     #: None for a scorer that writes only JSON (``calls`` reads that back). Not validated
     #: (built by code, not parsed) and not part of ``to_dict``: details already carry it.
     call_results: SkipValidation[tuple[CallResult, ...] | None] = Field(default=None, exclude=True, repr=False)
-    #: what builds ``details`` on first read, for a code score whose details are not yet built
-    #: (``of_code``): the hot path emits a score without reading them. None once they are.
-    _details_factory: Callable[[], dict[str, Any]] | None = PrivateAttr(default=None)
-
-    if not TYPE_CHECKING:  # (typed, a ``__getattr__`` would make every misspelt attribute Any)
-
-        def __getattr__(self, item: str) -> Any:
-            if item == "details":  # only when not built yet: a built one is in ``__dict__``
-                fields = self._settled().__dict__
-                if "details" in fields:
-                    return fields["details"]
-            return super().__getattr__(item)
-
-        def __setattr__(self, name: str, value: Any) -> None:
-            if name == "details":  # (replaced where it stands, as in a built score)
-                self._settled()
-            super().__setattr__(name, value)
-
-    def _settled(self) -> Score:
-        """This score with its details built: the instance ``Score(...)`` gives for them.
-        Everything pydantic reads ``__dict__`` for (equality, dumps, copies, pickle, repr)
-        settles the score first."""
-        private = self.__pydantic_private__
-        factory = private.get("_details_factory") if private else None
-        if factory is not None:
-            if "details" not in self.__dict__:
-                built = {**self.__dict__, "details": factory()}
-                # in field order, as validation puts them (``repr`` and ``iter`` show that order)
-                _setattr(self, "__dict__", {k: built.pop(k) for k in type(self).model_fields if k in built} | built)
-            private["_details_factory"] = None  # type: ignore[index]
-        return self
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Score):
-            other._settled()
-        return super(Score, self._settled()).__eq__(other)
-
-    def __getstate__(self) -> dict[Any, Any]:
-        return super(Score, self._settled()).__getstate__()
-
-    def __copy__(self) -> Score:
-        return super(Score, self._settled()).__copy__()
-
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Score:
-        return super(Score, self._settled()).__deepcopy__(memo)
-
-    def __iter__(self) -> Any:
-        return super(Score, self._settled()).__iter__()
-
-    def __repr_args__(self) -> Any:
-        return super(Score, self._settled()).__repr_args__()
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Score:
-        return super(Score, self._settled()).model_copy(update=update, deep=deep)
-
-    def model_dump(self, **options: Any) -> dict[str, Any]:  # type: ignore[override]
-        return super(Score, self._settled()).model_dump(**options)
-
-    def model_dump_json(self, **options: Any) -> str:  # type: ignore[override]
-        return super(Score, self._settled()).model_dump_json(**options)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -146,26 +86,19 @@ class Score(BaseModel):
         return "scored"
 
     @classmethod
-    def of_code(cls, name: str, value: float | None, label: str, explanation: str,
-                details: dict[str, Any] | Callable[[], dict[str, Any]], call_results: tuple[CallResult, ...]) -> Score:
+    def of_code(cls, name: str, value: float | None, label: str, explanation: str, details: dict[str, Any],
+                call_results: tuple[CallResult, ...]) -> Score:
         """The score a code scorer made, every value of its declared type (``value`` a float):
         the instance ``Score(...)`` gives for them (the same fields, the same ``model_fields_set``),
         without validating what the scorer typed itself (``model_construct``'s way, in a third of
         the time ``Score(...)`` takes). ``details`` becomes the score's own (validation would copy
-        it): the scorer keeps no reference to it. Given as a function, it is called when the
-        details are first read (``_settled``; the hot path emits without reading them), and
-        must then return what it would have returned now."""
+        it): the scorer keeps no reference to it."""
         score = cls.__new__(cls)
-        fields: dict[str, Any] = {"name": name, "value": value, "label": label, "explanation": explanation,
-                                  "details": details, "error": None, "call_results": call_results}
-        factory = None
-        if callable(details):
-            factory = details
-            del fields["details"]
-        _setattr(score, "__dict__", fields)
-        _setattr(score, "__pydantic_private__", {"_details_factory": factory})
+        _setattr(score, "__dict__", {"name": name, "value": value, "label": label, "explanation": explanation,
+                                     "details": details, "error": None, "call_results": call_results})
         _setattr(score, "__pydantic_fields_set__", {"name", "value", "label", "explanation", "details", "call_results"})
         _setattr(score, "__pydantic_extra__", None)
+        _setattr(score, "__pydantic_private__", None)
         return score
 
     @classmethod

@@ -135,13 +135,14 @@ class ToolCallAccuracy(Scorer):
     def _details_are_json(self, result: Score) -> bool:
         # ``judge``'s details (a subclass may write others): flags and names it made, the
         # expectation's names, and each call's id, name and span id; JSON when those are text.
-        # The expectation's are by construction: ``_score`` has them from ``resolve_expectations``,
-        # whose parsers return ``str`` (``strip``'s, never a subclass) or raise. So only the
-        # calls are looked at, and the details are not built to be checked.
         if type(self) is not ToolCallAccuracy or result.call_results is None:
             return False
-        return all(is_text_or_none(r.call_id) and is_text_or_none(r.name) and is_text_or_none(r.span_id)
-                   for r in result.call_results)
+        details = result.details
+        order = details.get("expected_tool_order")
+        return (is_text_or_none(details.get("expected_tool"))
+                and (order is None or (type(order) is list and all(type(x) is str for x in order)))
+                and all(is_text_or_none(r.call_id) and is_text_or_none(r.name) and is_text_or_none(r.span_id)
+                        for r in result.call_results))
 
 
 def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score:
@@ -160,19 +161,17 @@ def judge(name: str, trajectory: Trajectory, expectation: Expectations) -> Score
     else:
         passed = correct_tool
 
-    def details() -> dict[str, Any]:
-        return {
-            "expected_tool": tool,
-            "expected_tool_order": order or None,
-            "strict": strict,
-            "actual_tools": actual,
-            "has_tool_calls": bool(calls),
-            "correct_tool_called": correct_tool,
-            "correct_order_called": correct_order,
-            "tool_calls": json_view(results),
-            "expectation_source": expectation.source,
-        }
-
+    details: dict[str, Any] = {
+        "expected_tool": tool,
+        "expected_tool_order": order or None,
+        "strict": strict,
+        "actual_tools": actual,
+        "has_tool_calls": bool(calls),
+        "correct_tool_called": correct_tool,
+        "correct_order_called": correct_order,
+        "tool_calls": json_view(results),
+        "expectation_source": expectation.source,
+    }
     return Score.of_code(
         name=name,
         value=1.0 if passed else 0.0,

@@ -491,14 +491,13 @@ class ToolCallValidation(Scorer):
         else:
             top = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
             explanation = f"{bad} of {len(reports)} tool call(s) have issues: {top}."
-        results = tuple(reports)
         return Score.of_code(
             name=self.name,
             value=value,
             label=LABEL_PASS if passed else LABEL_FAIL,
             explanation=explanation,
-            details=lambda: {"tool_calls": json_view(results), "issue_counts": counts},
-            call_results=results,
+            details={"tool_calls": json_view(reports), "issue_counts": counts},
+            call_results=tuple(reports),
         )
 
 
