@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
 from otel_toolscore.runtime.processor import _Anchors
@@ -101,7 +101,7 @@ def test_anchors_stand_in_for_the_spans_evaluation_spans_hang_from() -> None:
         ReadableSpan(name="d", context=SpanContext(7, 2, False, TraceFlags(1), state), resource=r1),
         ReadableSpan(name="no context", context=None),
     ]
-    anchors = _Anchors(7, spans)
+    anchors = _Anchors(spans)
     by_id = {s.context.span_id: s for s in spans if s.context is not None}
     for span_id, span in by_id.items():
         stand_in = anchors.span(span_id)

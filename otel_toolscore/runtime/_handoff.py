@@ -67,7 +67,8 @@ _READ = ("name", "context", "parent", "resource", "status", "events", "kind", "s
 _plain_classes: dict[type, bool] = {}
 
 
-def _reads_fields(cls: type) -> bool:
+def reads_fields(cls: type) -> bool:
+    """Does ``cls`` show a span's fields as ReadableSpan does (so ``__dict__`` can be read)?"""
     plain = _plain_classes.get(cls)
     if plain is None:
         plain = _plain_classes[cls] = all(getattr(cls, name, None) is getattr(ReadableSpan, name) for name in _READ)
@@ -82,7 +83,7 @@ def encode_runs(runs: Sequence[tuple[int, int, bool, Sequence[ReadableSpan]]]) -
     for seq, trace_id, want_trajectory, spans in runs:
         encoded = []
         for span in spans:
-            fields_ = getattr(span, "__dict__", None) if _reads_fields(type(span)) else None
+            fields_ = getattr(span, "__dict__", None) if reads_fields(type(span)) else None
             if fields_ is not None:
                 name, ctx, parent, resource = fields_["_name"], fields_["_context"], fields_["_parent"], fields_["_resource"]
                 status, events, kind = fields_["_status"] or _UNSET, fields_["_events"], fields_["_kind"]

@@ -51,7 +51,7 @@ from otel_toolscore.config import TRACE_ID_LIMIT, ToolScoreSettings, load_settin
 from otel_toolscore.conventions import classify
 from otel_toolscore.ingest import copy_span
 from otel_toolscore.outputs.otel import Emitter
-from otel_toolscore.runtime._handoff import RunAnswer
+from otel_toolscore.runtime._handoff import RunAnswer, reads_fields
 from otel_toolscore.runtime._scoring_process import MAX_BATCH, Batch, ScoringProcess
 from otel_toolscore.runtime.engine import Engine, RunResult
 from otel_toolscore.scorers.base import Scorer
@@ -133,23 +133,30 @@ class _Anchors:
     spans, so that runs waiting for the child cost the app's garbage collector next to nothing
     (an ended SDK span is ~11 objects it walks in every full collection)."""
 
-    __slots__ = ("_trace_id", "_index", "_shared")
+    __slots__ = ("_index", "_shared")
 
-    def __init__(self, trace_id: int, spans: Sequence[ReadableSpan]) -> None:
-        self._trace_id = trace_id
+    def __init__(self, spans: Sequence[ReadableSpan]) -> None:
         index: dict[int, int] = {}  # span id -> position in _shared (ints only: not tracked)
-        shared: list[tuple[int, bool, Any, Any, Any]] = []  # (trace id, is remote, flags, state, resource)
+        # (trace id, is remote, flags, state, resource): the spans of a run mostly share one
+        shared: list[tuple[int, bool, Any, Any, Any]] = []
         seen: dict[tuple[int, bool, int, int, int], int] = {}
+        last: tuple[Any, ...] = ()
+        at = -1
         for span in spans:
-            ctx = span.context
+            # the SDK's own fields when its class reads them as ReadableSpan does (see _handoff)
+            fields = getattr(span, "__dict__", None) if reads_fields(type(span)) else None
+            ctx, resource = (fields["_context"], fields["_resource"]) if fields is not None else (
+                span.context, span.resource)
             if ctx is None:
                 continue
-            resource = span.resource
-            key = (ctx[0], ctx[2], ctx[3], id(ctx[4]), id(resource))  # (trace_id, is_remote, flags, state)
-            at = seen.get(key)
-            if at is None:
-                at = seen[key] = len(shared)
-                shared.append((ctx[0], ctx[2], ctx[3], ctx[4], resource))
+            if not last or ctx[0] != last[0] or ctx[2] is not last[1] or ctx[3] != last[2] \
+                    or ctx[4] is not last[3] or resource is not last[4]:
+                key = (ctx[0], ctx[2], ctx[3], id(ctx[4]), id(resource))
+                found = seen.get(key)
+                if found is None:
+                    found = seen[key] = len(shared)
+                    shared.append((ctx[0], ctx[2], ctx[3], ctx[4], resource))
+                at, last = found, shared[found]
             index[ctx[1]] = at  # the last span of an id, as the spans' lookup by id has it
         self._index = index
         self._shared = shared
@@ -983,7 +990,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         """The run's spans are encoded (read for good): only what ``_apply`` may still need of
         them is kept."""
         try:
-            item.anchors = _Anchors(item.trace_id, item.spans)
+            item.anchors = _Anchors(item.spans)
         except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
             return
         item.spans = []
