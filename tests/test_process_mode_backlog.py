@@ -1,10 +1,13 @@
-"""scoring="process": runs waiting for the scoring process wait encoded, not as the app's spans.
+"""Runs waiting to be scored wait packed, not as the app's spans.
+
+scoring="process": runs waiting for the scoring process wait encoded.
 
 The worker encodes a batch as soon as it takes it and lets go of the runs' spans (an ended SDK
 span is ~11 objects the app's garbage collector walks in every full collection); a sender thread
 writes the batches to the child. The queue's bound still counts those runs until they are handed
 over, a run whose span is not held still gets its evaluation spans, and every span still leaves
-exactly once.
+exactly once. scoring="thread": a queue longer than ``_PACK_AT`` is packed by the worker
+(``_pack_backlog``), the same encoding without the pickle, and scored as it would have been.
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
 from otel_toolscore.runtime.processor import _Anchors
-from tests.support.pipeline import id_counts
+from tests.support.pipeline import Pipeline, id_counts
 from tests.support.spans import weather_run
-from tests.test_process_mode import Slow, _agents, _setup
+from tests.test_process_mode import Slow, _agents, _outcomes, _setup
 
 
 def _inflight_items(p: Any) -> list[Any]:
@@ -110,3 +113,59 @@ def test_anchors_stand_in_for_the_spans_evaluation_spans_hang_from() -> None:
         assert stand_in.context.trace_state is span.context.trace_state
         assert stand_in.resource is span.resource
     assert anchors.span(4) is None and anchors.span(None) is None
+
+
+# --- scoring="thread": a long queue is packed by the worker ---------------------------------------
+
+
+def _thread_setup(slow: Slow, **settings: Any) -> tuple[Pipeline, Any]:
+    p = Pipeline([slow, "tool_call_validation"], scoring="thread", hold_timeout=30.0, queue_size=500, **settings)
+    provider = TracerProvider()
+    provider.add_span_processor(p.processor)
+    return p, provider.get_tracer("app")
+
+
+def _packed_backlog(p: Pipeline, tracer: Any, runs: int) -> list[Any]:
+    # The first run keeps the worker busy; the rest queue up behind it, past _PACK_AT, and are
+    # packed when the worker takes the next one.
+    for _ in range(runs):
+        weather_run(tracer)
+    deadline = time.monotonic() + 60
+    while not p.processor._backlog:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return [item for item in list(p.processor._backlog) if item is not None]
+
+
+def test_a_long_queue_waits_packed_and_is_scored_as_it_would_be(tmp_path: Path) -> None:
+    p, tracer = _thread_setup(Slow(1.0, marker=str(tmp_path / "slow")))
+    try:
+        waiting = _packed_backlog(p, tracer, 100)
+        assert waiting and all(item.packed is not None and item.spans == [] for item in waiting)
+        assert p.processor.force_flush(60_000)
+        agents = _agents(p)
+        assert len(agents) == 100 and max(id_counts(p.exported()).values()) == 1
+        scores = {k: v for k, v in agents[0].attributes.items() if k.startswith("toolscore.tool_call_validation")}
+        assert scores and all(
+            {k: v for k, v in a.attributes.items() if k.startswith("toolscore.tool_call_validation")} == scores
+            for a in agents)
+        evaluations = [s for s in p.exported() if s.name.startswith("evaluation ")]
+        assert len(evaluations) == 200  # two scorers, every run
+        assert p.processor._queue.parked == 0
+    finally:
+        p.processor.shutdown()
+
+
+def test_shutdown_drops_a_packed_backlog_and_forwards_every_span_once() -> None:
+    p, tracer = _thread_setup(Slow(0.1), shutdown_timeout=0.2)
+    _packed_backlog(p, tracer, 100)
+    p.processor.shutdown()
+    agents = _agents(p)
+    assert len(agents) == 100 and max(id_counts(p.exported()).values()) == 1
+    assert p.processor.stats["dropped_shutdown"] >= 90  # the packed runs, and any still queued
+    # each run counted once; the one being scored as shutdown gave up, when its scorer returns
+    deadline = time.monotonic() + 10
+    while sum(n for (name, _), n in _outcomes(p).items() if name == "slow") < 100:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert sum(n for (name, _), n in _outcomes(p).items() if name == "slow") == 100

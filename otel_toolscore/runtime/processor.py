@@ -51,7 +51,8 @@ from otel_toolscore.config import TRACE_ID_LIMIT, ToolScoreSettings, load_settin
 from otel_toolscore.conventions import classify
 from otel_toolscore.ingest import copy_span
 from otel_toolscore.outputs.otel import Emitter
-from otel_toolscore.runtime._handoff import RunAnswer, reads_fields
+from otel_toolscore.runtime import _handoff
+from otel_toolscore.runtime._handoff import Packed, RunAnswer, reads_fields
 from otel_toolscore.runtime._scoring_process import MAX_BATCH, Batch, ScoringProcess
 from otel_toolscore.runtime.engine import Engine, RunResult
 from otel_toolscore.scorers.base import Scorer
@@ -67,6 +68,9 @@ _YIELD_AFTER_S = 0.002
 _TALLY_FLUSH_S = 1.0
 #: s; scoring="process": the worker sends at most one batch this often (unless a batch is full)
 _SEND_EVERY_S = 0.005
+#: scoring="thread": with this many runs queued behind the one being scored, the worker packs
+#: them (``_pack_backlog``): a backlog that long is one the app's collector would walk
+_PACK_AT = 64
 _UNKNOWN = object()
 
 
@@ -178,8 +182,10 @@ class _Ready:
     trace_id: int
     spans: list[ReadableSpan]
     held: list[_Held]
-    #: scoring="process": set (and ``spans`` emptied) once the spans are encoded for the child
+    #: set (and ``spans`` emptied) once the spans are encoded for the child (scoring="process")
+    #: or packed in a backlog (scoring="thread", ``packed``)
     anchors: _Anchors | None = None
+    packed: Packed | None = None
 
 
 class _ReadyQueue(queue.SimpleQueue):  # type: ignore[type-arg]
@@ -315,6 +321,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         # to the child (a write waits while the child is busy): runs wait encoded, not as spans.
         self._outbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._deliver, name="otel-toolscore-sender", daemon=True)
+        # scoring="thread": runs the worker took from a long queue and packed, next in line
+        self._backlog: deque[_Ready | None] = deque()
         if start:
             self._worker.start()
             self._timer.start()
@@ -855,12 +863,19 @@ class ToolScoreSpanProcessor(SpanProcessor):
         while True:
             self._flush_tally()
             try:
-                item = self._queue.get(timeout=_TALLY_FLUSH_S)
-            except queue.Empty:
-                continue
+                item = self._backlog.popleft()
+                if item is not None:
+                    self._queue.park(-1)
+            except IndexError:
+                try:
+                    item = self._queue.get(timeout=_TALLY_FLUSH_S)
+                except queue.Empty:
+                    continue
             if item is None:
                 self._outbox.put(None)
                 return
+            if self._remote is None and self._queue.qsize() >= _PACK_AT:
+                self._pack_backlog()
             if not busy_since:
                 busy_since = time.perf_counter()
             if self._remote is not None and not self._shutdown:
@@ -885,14 +900,42 @@ class ToolScoreSpanProcessor(SpanProcessor):
             # while: a thread waiting for it would otherwise wait out the interpreter's switch
             # interval (5 ms). Not after every run: a waiting app thread keeps the GIL for that
             # long once it has it, and cheap runs (not sampled) would crawl.
-            if self._queue.empty():
+            if self._queue.empty() and not self._backlog:
                 busy_since = 0.0  # the next get() waits, and frees the GIL while it does
             elif time.perf_counter() - busy_since >= _YIELD_AFTER_S:
                 time.sleep(0)
                 busy_since = time.perf_counter()
 
     def _score(self, item: _Ready) -> None:
-        self._apply(item, self._engine.score(item.spans))
+        spans = _handoff.unpack(item.trace_id, item.packed) if item.packed is not None else item.spans
+        self._apply(item, self._engine.score(spans))
+
+    def _pack_backlog(self) -> None:
+        """Take every run queued now into the worker's backlog, packed (``_pack``): the app's
+        garbage collector walks the spans of every run waiting, in every full collection it
+        runs, which in a burst costs the app's threads more than packing costs the worker.
+        The runs stay counted against the queue's bound until the worker takes them."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                self._pack(item)
+                self._queue.park(1)
+            self._backlog.append(item)
+            if item is None:
+                return
+
+    @staticmethod
+    def _pack(item: _Ready) -> None:
+        """The run's spans as ``_handoff.pack`` has them (``_score`` unpacks them), and what
+        ``_apply`` may need of them besides."""
+        try:
+            packed, anchors = _handoff.pack(item.spans), _Anchors(item.spans)
+        except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
+            return
+        item.packed, item.anchors, item.spans = packed, anchors, []
 
     def _apply(self, item: _Ready, results: list[RunResult]) -> None:
         """Release the run's held spans (scored ones with their scores) and emit the rest."""
@@ -1170,6 +1213,14 @@ class ToolScoreSpanProcessor(SpanProcessor):
             except queue.Empty:
                 break
             if item is not None:
+                self._drop_at_shutdown(item)
+        while True:  # packed by the worker (scoring="thread"): as if still queued
+            try:
+                item = self._backlog.popleft()
+            except IndexError:
+                break
+            if item is not None:
+                self._queue.park(-1)
                 self._drop_at_shutdown(item)
         while True:  # encoded and not yet handed to the child: as if still queued
             try:
