@@ -862,15 +862,14 @@ class ToolScoreSpanProcessor(SpanProcessor):
         busy_since = 0.0  # when the worker started running without a break; 0: it was idle
         while True:
             self._flush_tally()
+            backlog = self._backlog
+            packed = bool(backlog)  # (the backlog comes first: its runs were queued before)
             try:
-                item = self._backlog.popleft()
-                if item is not None:
-                    self._queue.park(-1)
-            except IndexError:
-                try:
-                    item = self._queue.get(timeout=_TALLY_FLUSH_S)
-                except queue.Empty:
-                    continue
+                item = backlog.popleft() if packed else self._queue.get(timeout=_TALLY_FLUSH_S)
+            except (IndexError, queue.Empty):  # (IndexError: shutdown took the backlog's last run)
+                continue
+            if packed and item is not None:
+                self._queue.park(-1)
             if item is None:
                 self._outbox.put(None)
                 return
