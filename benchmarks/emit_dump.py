@@ -81,6 +81,9 @@ def _child_side(proc: ToolScoreSpanProcessor, item: _Ready, prepare: Any) -> Non
     """scoring="process" in one process: the worker's encode, the child's scoring and prepare,
     the receiver's decode and ``_apply`` (what ``ScoringProcess`` does across the pipe)."""
     request = _handoff.encode_runs([(0, item.trace_id, False, item.spans)])
+    let_go = getattr(proc, "_let_go", None)  # what the worker keeps of an encoded run (trees that have it)
+    if let_go is not None:
+        let_go(item)
     run = _handoff.decode_runs(request)[0]
     results, already = score_spans(run.spans, proc._engine.code_scorers, proc.settings)
     answer = _handoff.encode_answers([_handoff.answer_ok(run.seq, results, already, False, prepare)])

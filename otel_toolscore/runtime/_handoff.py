@@ -67,46 +67,69 @@ _READ = ("name", "context", "parent", "resource", "status", "events", "kind", "s
 _plain_classes: dict[type, bool] = {}
 
 
-def _reads_fields(cls: type) -> bool:
+def reads_fields(cls: type) -> bool:
+    """Does ``cls`` show a span's fields as ReadableSpan does (so ``__dict__`` can be read)?"""
     plain = _plain_classes.get(cls)
     if plain is None:
         plain = _plain_classes[cls] = all(getattr(cls, name, None) is getattr(ReadableSpan, name) for name in _READ)
     return plain
 
 
+def _rows(spans: Sequence[ReadableSpan], resources: list[dict[str, Any]],
+          resource_index: dict[int, int]) -> tuple[SpanTuple, ...]:
+    """The spans as tuples (``SpanTuple``), their resources' attributes added to ``resources``."""
+    encoded = []
+    for span in spans:
+        fields_ = getattr(span, "__dict__", None) if reads_fields(type(span)) else None
+        if fields_ is not None:
+            name, ctx, parent, resource = fields_["_name"], fields_["_context"], fields_["_parent"], fields_["_resource"]
+            status, events, kind = fields_["_status"] or _UNSET, fields_["_events"], fields_["_kind"]
+            start, end, attributes = fields_["_start_time"], fields_["_end_time"], _plain(fields_["_attributes"])
+        else:
+            name, ctx, parent, resource = span.name, span.context, span.parent, span.resource
+            status, events, kind = span.status or _UNSET, span.events, span.kind
+            start, end, attributes = span.start_time, span.end_time, _span_attributes(span)
+        index = resource_index.get(id(resource))
+        if index is None:
+            index = resource_index[id(resource)] = len(resources)
+            resources.append(_plain(resource.attributes) if resource is not None else {})
+        encoded.append((
+            # SpanContext by index: its named properties are Python calls
+            name, ctx[1] if ctx is not None else 0,  # (span_id)
+            parent[1] if parent is not None else 0, parent is not None and parent[2],  # (span_id, is_remote)
+            kind._value_, start, end,
+            status.status_code._value_, status.description,
+            attributes,
+            tuple((e.name, e.timestamp, _plain(e.attributes)) for e in events) if events else (),
+            index,
+        ))
+    return tuple(encoded)
+
+
 def encode_runs(runs: Sequence[tuple[int, int, bool, Sequence[ReadableSpan]]]) -> bytes:
     """One message for the child: runs as (sequence number, trace id, want trajectory, spans)."""
     resources: list[dict[str, Any]] = []
     resource_index: dict[int, int] = {}
-    out = []
-    for seq, trace_id, want_trajectory, spans in runs:
-        encoded = []
-        for span in spans:
-            fields_ = getattr(span, "__dict__", None) if _reads_fields(type(span)) else None
-            if fields_ is not None:
-                name, ctx, parent, resource = fields_["_name"], fields_["_context"], fields_["_parent"], fields_["_resource"]
-                status, events, kind = fields_["_status"] or _UNSET, fields_["_events"], fields_["_kind"]
-                start, end, attributes = fields_["_start_time"], fields_["_end_time"], _plain(fields_["_attributes"])
-            else:
-                name, ctx, parent, resource = span.name, span.context, span.parent, span.resource
-                status, events, kind = span.status or _UNSET, span.events, span.kind
-                start, end, attributes = span.start_time, span.end_time, _span_attributes(span)
-            index = resource_index.get(id(resource))
-            if index is None:
-                index = resource_index[id(resource)] = len(resources)
-                resources.append(_plain(resource.attributes) if resource is not None else {})
-            encoded.append((
-                # SpanContext by index: its named properties are Python calls
-                name, ctx[1] if ctx is not None else 0,  # (span_id)
-                parent[1] if parent is not None else 0, parent is not None and parent[2],  # (span_id, is_remote)
-                kind._value_, start, end,
-                status.status_code._value_, status.description,
-                attributes,
-                tuple((e.name, e.timestamp, _plain(e.attributes)) for e in events) if events else (),
-                index,
-            ))
-        out.append((seq, trace_id, want_trajectory, encoded))
+    out = [(seq, trace_id, want_trajectory, _rows(spans, resources, resource_index))
+           for seq, trace_id, want_trajectory, spans in runs]
     return pickle.dumps((resources, out), _PROTOCOL)
+
+
+#: a run's spans packed (``pack``): tuples of plain values and the SDK's own attribute dicts,
+#: which the garbage collector stops walking (an ended SDK span is ~11 objects it walks)
+Packed = tuple[tuple[dict[str, Any], ...], tuple[SpanTuple, ...]]
+
+
+def pack(spans: Sequence[ReadableSpan]) -> Packed:
+    """A run's spans as the child gets them, unpickled (``unpack`` makes them spans again)."""
+    resources: list[dict[str, Any]] = []
+    rows = _rows(spans, resources, {})
+    return tuple(resources), rows
+
+
+def unpack(trace_id: int, packed: Packed) -> list[ReadableSpan]:
+    raw_resources, rows = packed
+    return _spans(trace_id, rows, [Resource(attrs) for attrs in raw_resources])
 
 
 @dataclass(slots=True)
@@ -123,23 +146,27 @@ def decode_runs(message: bytes) -> list[RunRequest]:
     resources = [Resource(attrs) for attrs in raw_resources]
     out = []
     for seq, trace_id, want_trajectory, encoded in runs:
-        spans = []
-        for (name, span_id, parent_id, parent_remote, kind, start, end, code, description, attributes,
-             events, res) in encoded:
-            spans.append(ReadableSpan(
-                name=name,
-                context=SpanContext(trace_id, span_id, False),
-                parent=SpanContext(trace_id, parent_id, parent_remote) if parent_id else None,
-                resource=resources[res],
-                attributes=attributes,
-                events=[Event(n, a, t) for n, t, a in events],
-                kind=_KINDS[kind],
-                status=Status(_CODES[code], description) if code else _UNSET,
-                start_time=start,
-                end_time=end,
-            ))
-        out.append(RunRequest(seq, trace_id, want_trajectory, spans))
+        out.append(RunRequest(seq, trace_id, want_trajectory, _spans(trace_id, encoded, resources)))
     return out
+
+
+def _spans(trace_id: int, encoded: Sequence[SpanTuple], resources: list[Resource]) -> list[ReadableSpan]:
+    spans = []
+    for (name, span_id, parent_id, parent_remote, kind, start, end, code, description, attributes,
+         events, res) in encoded:
+        spans.append(ReadableSpan(
+            name=name,
+            context=SpanContext(trace_id, span_id, False),
+            parent=SpanContext(trace_id, parent_id, parent_remote) if parent_id else None,
+            resource=resources[res],
+            attributes=attributes,
+            events=[Event(n, a, t) for n, t, a in events],
+            kind=_KINDS[kind],
+            status=Status(_CODES[code], description) if code else _UNSET,
+            start_time=start,
+            end_time=end,
+        ))
+    return spans
 
 
 # --- the wire -------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The processor's end of its scoring process (``scoring="process"``).
 
-The processor's worker thread hands batches of completed runs to ``send``; a receiver thread
-reads the answers and gives each run's to ``on_answer``. The child (``_scoring_child``) is a
+The processor's worker thread encodes batches of completed runs (``encode``) and its sender thread
+hands them to the child (``deliver``; ``send`` does both); a receiver thread reads the answers
+and gives each run's to ``on_answer``. The child (``_scoring_child``) is a
 fresh interpreter started on the first batch (``subprocess``: fork+exec, safe in a threaded app,
 and nothing of the app's ``__main__`` runs again, as it would in a multiprocessing "spawn"
 child), fed over two pipes private to the pair.
@@ -29,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from multiprocessing import spawn
 from typing import Any
 
@@ -51,6 +53,16 @@ MAX_BATCH = 64
 
 #: (what the caller sends and gets back, trace id, whether the trajectory is wanted, spans)
 Run = tuple[Any, int, bool, Sequence[ReadableSpan]]
+
+
+@dataclass(slots=True)
+class Batch:
+    """Runs encoded for the child (``ScoringProcess.encode``), not yet handed to one."""
+
+    items: list[Any]  # what the caller sent, in order
+    seqs: list[int]
+    payload: bytes
+    refused: set[int]  # the seqs of runs that could not be encoded (not in the payload)
 
 
 class ScoringProcessError(ValueError):
@@ -139,30 +151,41 @@ class ScoringProcess:
 
     # --- sending ---------------------------------------------------------------------------------
 
-    def send(self, runs: Sequence[Run]) -> list[Any]:
-        """Hand runs to the child; returns the items that could not be handed (no child could be
-        started, or a run that cannot be encoded): the caller forwards their spans unscored."""
-        if not runs:
-            return []
-        child = self._running_child()
-        if child is None:
-            return [run[0] for run in runs]
+    def encode(self, runs: Sequence[Run]) -> Batch:
+        """Runs as one message for whichever child ``deliver`` finds: the runs' spans are read
+        here and not after, so the caller can let them go (see the processor's ``_Anchors``)."""
         with self._lock:
             seqs = [next(self._seq) for _ in runs]
         payload, refused = self._encode(runs, seqs)
+        return Batch([run[0] for run in runs], seqs, payload, refused)
+
+    def send(self, runs: Sequence[Run]) -> list[Any]:
+        """``deliver(encode(runs))``."""
+        return self.deliver(self.encode(runs)) if runs else []
+
+    def deliver(self, batch: Batch) -> list[Any]:
+        """Hand an encoded batch to the child; returns the items that could not be handed (no
+        child could be started, or a run that could not be encoded): the caller forwards their
+        spans unscored."""
+        items, seqs, refused = batch.items, batch.seqs, batch.refused
+        if not items:
+            return []
+        child = self._running_child()
+        if child is None:
+            return list(items)
         with self._lock:
             if self._child is not child:  # died meanwhile: its runs are lost, these were never its
-                return [run[0] for run in runs]
+                return list(items)
             # (only the current child's runs are ever in flight: _gone takes a dead one's all)
             if not self._inflight:  # busy from now: its silence counts from here (check_hung)
                 child.last_heard = time.monotonic()
-            for seq, run in zip(seqs, runs, strict=True):
+            for seq, item in zip(seqs, items, strict=True):
                 if seq not in refused:
-                    self._inflight[seq] = (run[0], child)
-        unsent = [run[0] for seq, run in zip(seqs, runs, strict=True) if seq in refused]
+                    self._inflight[seq] = (item, child)
+        unsent = [item for seq, item in zip(seqs, items, strict=True) if seq in refused]
         try:
             with child.write_lock:
-                child.requests.send(payload)
+                child.requests.send(batch.payload)
         except BaseException as exc:
             # What this batch put in flight comes back, unless the receiver took it already
             # (the child's death); whatever else the child had is the receiver's.

@@ -42,6 +42,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from otel_toolscore import _fork
@@ -50,8 +51,9 @@ from otel_toolscore.config import TRACE_ID_LIMIT, ToolScoreSettings, load_settin
 from otel_toolscore.conventions import classify
 from otel_toolscore.ingest import copy_span
 from otel_toolscore.outputs.otel import Emitter
-from otel_toolscore.runtime._handoff import RunAnswer
-from otel_toolscore.runtime._scoring_process import MAX_BATCH, ScoringProcess
+from otel_toolscore.runtime import _handoff
+from otel_toolscore.runtime._handoff import Packed, RunAnswer, reads_fields
+from otel_toolscore.runtime._scoring_process import MAX_BATCH, Batch, ScoringProcess
 from otel_toolscore.runtime.engine import Engine, RunResult
 from otel_toolscore.scorers.base import Scorer
 
@@ -66,6 +68,9 @@ _YIELD_AFTER_S = 0.002
 _TALLY_FLUSH_S = 1.0
 #: s; scoring="process": the worker sends at most one batch this often (unless a batch is full)
 _SEND_EVERY_S = 0.005
+#: scoring="thread": with this many runs queued behind the one being scored, the worker packs
+#: them (``_pack_backlog``): a backlog that long is one the app's collector would walk
+_PACK_AT = 64
 _UNKNOWN = object()
 
 
@@ -125,16 +130,70 @@ class Backlog:
     queue_full: bool
 
 
+class _Anchors:
+    """What a run's evaluation spans need of its spans once the spans themselves have gone to
+    the scoring process (``scoring="process"``): a span's context and resource, for a run whose
+    span is not held (``_apply``). Kept as a dict of ints and a few shared tuples rather than the
+    spans, so that runs waiting for the child cost the app's garbage collector next to nothing
+    (an ended SDK span is ~11 objects it walks in every full collection)."""
+
+    __slots__ = ("_index", "_shared")
+
+    def __init__(self, spans: Sequence[ReadableSpan]) -> None:
+        index: dict[int, int] = {}  # span id -> position in _shared (ints only: not tracked)
+        # (trace id, is remote, flags, state, resource): the spans of a run mostly share one
+        shared: list[tuple[int, bool, Any, Any, Any]] = []
+        seen: dict[tuple[int, bool, int, int, int], int] = {}
+        last: tuple[Any, ...] = ()
+        at = -1
+        for span in spans:
+            # the SDK's own fields when its class reads them as ReadableSpan does (see _handoff)
+            fields = getattr(span, "__dict__", None) if reads_fields(type(span)) else None
+            ctx, resource = (fields["_context"], fields["_resource"]) if fields is not None else (
+                span.context, span.resource)
+            if ctx is None:
+                continue
+            if not last or ctx[0] != last[0] or ctx[2] is not last[1] or ctx[3] != last[2] \
+                    or ctx[4] is not last[3] or resource is not last[4]:
+                key = (ctx[0], ctx[2], ctx[3], id(ctx[4]), id(resource))
+                found = seen.get(key)
+                if found is None:
+                    found = seen[key] = len(shared)
+                    shared.append((ctx[0], ctx[2], ctx[3], ctx[4], resource))
+                at, last = found, shared[found]
+            index[ctx[1]] = at  # the last span of an id, as the spans' lookup by id has it
+        self._index = index
+        self._shared = shared
+
+    def span(self, span_id: int | None) -> ReadableSpan | None:
+        """A stand-in for the span of this id: its context and resource, nothing else."""
+        if span_id is None:
+            return None
+        at = self._index.get(span_id)
+        if at is None:
+            return None
+        trace_id, is_remote, flags, state, resource = self._shared[at]
+        return ReadableSpan(name="", context=SpanContext(trace_id, span_id, is_remote, flags, state),
+                            resource=resource)
+
+
 @dataclass(slots=True)
 class _Ready:
     trace_id: int
     spans: list[ReadableSpan]
     held: list[_Held]
+    #: set (and ``spans`` emptied) once the spans are encoded for the child (scoring="process")
+    #: or packed in a backlog (scoring="thread", ``packed``)
+    anchors: _Anchors | None = None
+    packed: Packed | None = None
 
 
 class _ReadyQueue(queue.SimpleQueue):  # type: ignore[type-arg]
     """Completed traces for the worker. A SimpleQueue (put, get and the worker's wake-up happen
     in C, not through the Python-level Conditions of queue.Queue) with queue.Queue's bound.
+
+    With ``scoring="process"`` the bound also counts the runs the worker has encoded and the
+    sender not yet handed to the child (``park``): they wait as the queue's runs did.
 
     ``qsize()`` is exact for one producer; threads ending traces at the same moment may
     overshoot the bound by one item each.
@@ -143,9 +202,15 @@ class _ReadyQueue(queue.SimpleQueue):  # type: ignore[type-arg]
     def __init__(self, maxsize: int) -> None:
         super().__init__()
         self.maxsize = maxsize
+        self.parked = 0
+        self._parked_lock = threading.Lock()
+
+    def park(self, n: int) -> None:
+        with self._parked_lock:
+            self.parked += n
 
     def full(self) -> bool:
-        return self.qsize() >= self.maxsize
+        return self.qsize() + self.parked >= self.maxsize
 
 
 def with_attributes(span: ReadableSpan, extra: dict[str, AttributeValue]) -> ReadableSpan:
@@ -252,9 +317,17 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._closed = False  # the downstream is shut down (or being shut down)
         self._worker = threading.Thread(target=self._work, name="otel-toolscore-worker", daemon=True)
         self._timer = threading.Thread(target=self._time, name="otel-toolscore-timer", daemon=True)
+        # scoring="process": the worker encodes batches as runs complete, the sender writes them
+        # to the child (a write waits while the child is busy): runs wait encoded, not as spans.
+        self._outbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._deliver, name="otel-toolscore-sender", daemon=True)
+        # scoring="thread": runs the worker took from a long queue and packed, next in line
+        self._backlog: deque[_Ready | None] = deque()
         if start:
             self._worker.start()
             self._timer.start()
+            if self._remote is not None:
+                self._sender.start()
 
     def _at_fork_reinit(self) -> None:
         # The child gets none of the parent's threads, and its locks may have been held by them
@@ -272,7 +345,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _on_own_thread(self) -> bool:
         current = threading.current_thread()
-        return current is self._worker or current is self._timer or (
+        return current is self._worker or current is self._timer or current is self._sender or (
             self._remote is not None and self._remote.is_receiver(current))
 
     # --- hot path --------------------------------------------------------------------------------
@@ -789,17 +862,25 @@ class ToolScoreSpanProcessor(SpanProcessor):
         busy_since = 0.0  # when the worker started running without a break; 0: it was idle
         while True:
             self._flush_tally()
+            backlog = self._backlog
+            packed = bool(backlog)  # (the backlog comes first: its runs were queued before)
             try:
-                item = self._queue.get(timeout=_TALLY_FLUSH_S)
-            except queue.Empty:
+                item = backlog.popleft() if packed else self._queue.get(timeout=_TALLY_FLUSH_S)
+            except (IndexError, queue.Empty):  # (IndexError: shutdown took the backlog's last run)
                 continue
+            if packed and item is not None:
+                self._queue.park(-1)
             if item is None:
+                self._outbox.put(None)
                 return
+            if self._remote is None and self._queue.qsize() >= _PACK_AT:
+                self._pack_backlog()
             if not busy_since:
                 busy_since = time.perf_counter()
             if self._remote is not None and not self._shutdown:
                 # The item is done when its answer comes (or its child dies), not now.
                 if self._send(item):
+                    self._outbox.put(None)
                     return
                 continue
             try:
@@ -818,14 +899,42 @@ class ToolScoreSpanProcessor(SpanProcessor):
             # while: a thread waiting for it would otherwise wait out the interpreter's switch
             # interval (5 ms). Not after every run: a waiting app thread keeps the GIL for that
             # long once it has it, and cheap runs (not sampled) would crawl.
-            if self._queue.empty():
+            if self._queue.empty() and not self._backlog:
                 busy_since = 0.0  # the next get() waits, and frees the GIL while it does
             elif time.perf_counter() - busy_since >= _YIELD_AFTER_S:
                 time.sleep(0)
                 busy_since = time.perf_counter()
 
     def _score(self, item: _Ready) -> None:
-        self._apply(item, self._engine.score(item.spans))
+        spans = _handoff.unpack(item.trace_id, item.packed) if item.packed is not None else item.spans
+        self._apply(item, self._engine.score(spans))
+
+    def _pack_backlog(self) -> None:
+        """Take every run queued now into the worker's backlog, packed (``_pack``): the app's
+        garbage collector walks the spans of every run waiting, in every full collection it
+        runs, which in a burst costs the app's threads more than packing costs the worker.
+        The runs stay counted against the queue's bound until the worker takes them."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                self._pack(item)
+                self._queue.park(1)
+            self._backlog.append(item)
+            if item is None:
+                return
+
+    @staticmethod
+    def _pack(item: _Ready) -> None:
+        """The run's spans as ``_handoff.pack`` has them (``_score`` unpacks them), and what
+        ``_apply`` may need of them besides."""
+        try:
+            packed, anchors = _handoff.pack(item.spans), _Anchors(item.spans)
+        except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
+            return
+        item.packed, item.anchors, item.spans = packed, anchors, []
 
     def _apply(self, item: _Ready, results: list[RunResult]) -> None:
         """Release the run's held spans (scored ones with their scores) and emit the rest."""
@@ -849,7 +958,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
             if run_span is None:  # not held (a run under a wrapper's hold, a leftover)
                 if spans_by_id is None:  # by the span id as the SDK holds it: no id formatted per span
                     spans_by_id = {s.context.span_id: s for s in item.spans}
-                run_span = spans_by_id.get(_span_id_of(run_id))  # type: ignore[arg-type]
+                span_id = _span_id_of(run_id)
+                run_span = spans_by_id.get(span_id)  # type: ignore[arg-type]
+                if run_span is None and item.anchors is not None:
+                    run_span = item.anchors.span(span_id)
             emitted.append((result, run_span))
         # Wrappers and non-run agent spans go out as they are.
         self._release_all([h for same in by_id.values() for h in same])
@@ -867,9 +979,9 @@ class ToolScoreSpanProcessor(SpanProcessor):
     # --- scoring="process": the worker sends, the scoring process's receiver thread emits -------
 
     def _send(self, first: _Ready) -> bool:
-        """Hand ``first`` and the runs queued behind it (up to MAX_BATCH) to the scoring process,
-        in one message. Each is done (``_done``) when its answer comes, or here when it is not
-        sent. True when the queue's end mark was taken."""
+        """Encode ``first`` and the runs queued behind it (up to MAX_BATCH) as one message for the
+        scoring process, for the sender to hand over (``_deliver``). Each is done (``_done``) when
+        its answer comes, or when it is not sent. True when the queue's end mark was taken."""
         # Every wake-up of the worker (and every system call) takes the GIL back from the app's
         # thread: one send per _SEND_EVERY_S, the runs completed meanwhile together, costs the
         # app far less than one per run, and a run no more than those few ms.
@@ -898,16 +1010,48 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 logger.warning("otel-toolscore scoring failed", exc_info=True)
                 self._guarded(self._release_all, item.held)
             self._done(1)
-        unsent: list[_Ready] = []
         self._sent_at = time.monotonic()
+        if not runs:
+            return stop
         try:
-            unsent = self._remote.send(runs) if self._remote is not None else [r[0] for r in runs]
+            encoded = self._remote.encode(runs) if self._remote is not None else None
         except BaseException:  # the worker must not die; the runs leave unscored
             logger.warning("otel-toolscore: handing runs to the scoring process failed", exc_info=True)
-            unsent = [r[0] for r in runs]  # (raised before any of them was in flight)
-        if unsent:
-            self._lost(unsent, "dropped")
+            encoded = None
+        if encoded is None:
+            self._lost([r[0] for r in runs], "dropped")
+            return stop
+        for item, _, _, _ in runs:
+            self._let_go(item)
+        self._queue.park(len(encoded.items))
+        self._outbox.put(encoded)
         return stop
+
+    @staticmethod
+    def _let_go(item: _Ready) -> None:
+        """The run's spans are encoded (read for good): only what ``_apply`` may still need of
+        them is kept."""
+        try:
+            item.anchors = _Anchors(item.spans)
+        except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
+            return
+        item.spans = []
+
+    def _deliver(self) -> None:
+        """The sender thread: hands the worker's batches to the scoring process, in order."""
+        while True:
+            batch = self._outbox.get()
+            if batch is None:
+                return
+            try:
+                unsent = self._remote.deliver(batch) if self._remote is not None else list(batch.items)
+            except BaseException:  # the sender must not die; the runs leave unscored
+                logger.warning("otel-toolscore: handing runs to the scoring process failed", exc_info=True)
+                unsent = list(batch.items)  # (raised before any of them was in flight)
+            finally:
+                self._queue.park(-len(batch.items))
+            if unsent:
+                self._guarded(self._lost, unsent, "dropped")
 
     def _answered(self, item: _Ready, answer: RunAnswer) -> None:
         """The scoring process's answer for one run (on its receiver thread)."""
@@ -977,6 +1121,12 @@ class ToolScoreSpanProcessor(SpanProcessor):
                     ready.append(r)
         return ready
 
+    def _drop_at_shutdown(self, item: _Ready) -> None:
+        self._done(1)
+        self.stats["dropped_shutdown"] += 1
+        self._engine.count_dropped()
+        self._release_all(item.held)
+
     def _done(self, n: int) -> None:
         with self._outstanding_lock:
             self._outstanding -= n
@@ -985,7 +1135,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _wait_idle(self, deadline: float) -> bool:
         current = threading.current_thread()
-        if current is self._worker or (self._remote is not None and self._remote.is_receiver(current)):
+        if current is self._worker or current is self._sender or (
+                self._remote is not None and self._remote.is_receiver(current)):
             return False  # called from a scorer (or a downstream): the thread cannot wait for itself
         with self._idle:
             while self._outstanding > 0:
@@ -1061,14 +1212,33 @@ class ToolScoreSpanProcessor(SpanProcessor):
             except queue.Empty:
                 break
             if item is not None:
-                self._done(1)
-                self.stats["dropped_shutdown"] += 1
-                self._engine.count_dropped()
-                self._release_all(item.held)
+                self._drop_at_shutdown(item)
+        while True:  # packed by the worker (scoring="thread"): as if still queued
+            try:
+                item = self._backlog.popleft()
+            except IndexError:
+                break
+            if item is not None:
+                self._queue.park(-1)
+                self._drop_at_shutdown(item)
+        while True:  # encoded and not yet handed to the child: as if still queued
+            try:
+                batch = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+            if batch is not None:
+                self._queue.park(-len(batch.items))
+                for item in batch.items:
+                    self._drop_at_shutdown(item)
+            else:  # the worker has stopped (a fork's copy shut down before): the sender stops too
+                self._outbox.put(None)
+                break
         self._flush_tally()
         self._queue.put(None)
         current = threading.current_thread()
-        for thread in (self._worker, self._timer):
+        for thread in (self._worker, self._timer, self._sender):
+            if not thread.is_alive():
+                continue
             if thread is not current:
                 # Daemon threads: one stuck in a hanging scorer cannot keep the process alive,
                 # so waiting for it is only tidiness, not worth more than a second.
