@@ -18,13 +18,18 @@ import os
 import pickle
 import select
 import struct
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace.span import DEFAULT_TRACE_STATE
 
 from otel_toolscore.outputs._prepare import Emission
 from otel_toolscore.runtime.engine import RunResult
@@ -130,6 +135,146 @@ def pack(spans: Sequence[ReadableSpan]) -> Packed:
 def unpack(trace_id: int, packed: Packed) -> list[ReadableSpan]:
     raw_resources, rows = packed
     return _spans(trace_id, rows, [Resource(attrs) for attrs in raw_resources])
+
+
+# --- a held span, packed ---------------------------------------------------------------------
+#
+# An agent span held for its scores while its run waits (for the child, or in a packed backlog)
+# is ~11 objects the app's garbage collector walks in every full collection: the span, its two
+# SpanContexts and TraceFlags, its BoundedAttributes, its events' and links' BoundedLists, deques,
+# Events and their attributes. ``pack_held`` keeps it as one tuple of plain values (the nested
+# tuples and the SDK's own attribute dicts are untracked once the collector has seen them;
+# the shared resource, scope, status and trace state by reference), ``unpack_held`` rebuilds it
+# field for field, every instance field the SDK set (exporters read dropped counts and trace
+# state as well). Only the exact classes and field sets of this SDK release are packed; any
+# other span is kept as it is (``pack_held`` returns None).
+
+_SPAN_KEYS = ("_name", "_context", "_kind", "_instrumentation_info", "_instrumentation_scope", "_parent",
+              "_start_time", "_end_time", "_attributes", "_events", "_links", "_resource", "_status")
+_ATTRIBUTES_KEYS = ("_dict", "maxlen", "dropped", "max_value_len", "_lock", "_immutable")
+_LIST_KEYS = ("dropped", "_dq", "_lock")
+_EVENT_KEYS = ("_name", "_timestamp", "_attributes")
+_LINK_KEYS = ("_context", "_attributes")
+_new_object = object.__new__
+_new_tuple = tuple.__new__
+
+
+class _Unpackable(Exception):
+    """A part of a span of another class or shape than this SDK release's."""
+
+
+def _pack_context(ctx: Any) -> Any:
+    if ctx is None:
+        return None
+    if type(ctx) is not SpanContext or type(ctx[3]) is not TraceFlags:
+        raise _Unpackable
+    trace_id, span_id, remote, flags, state, valid = ctx
+    # the default trace state (every span of a trace without one) as None: an untracked tuple
+    return trace_id, span_id, remote, int(flags), None if state is DEFAULT_TRACE_STATE else state, valid
+
+
+def _unpack_context(packed: Any) -> SpanContext | None:
+    if packed is None:
+        return None
+    trace_id, span_id, remote, flags, state, valid = packed
+    return _new_tuple(SpanContext, (trace_id, span_id, remote, TraceFlags(flags),
+                                    DEFAULT_TRACE_STATE if state is None else state, valid))
+
+
+def _pack_attributes(attributes: Any) -> tuple[Any, ...]:
+    """A BoundedAttributes as its fields (its lock aside); a dict or None as itself alone.
+    Spliced into the tuple of what holds them: a tuple holding a dict is never untracked, so
+    one tuple fewer per holder is one tracked object fewer."""
+    if attributes is None or type(attributes) is dict:
+        return (attributes,)
+    fields_ = getattr(attributes, "__dict__", None)
+    if type(attributes) is not BoundedAttributes or tuple(fields_) != _ATTRIBUTES_KEYS:  # type: ignore[arg-type]
+        raise _Unpackable
+    return fields_["_dict"], fields_["maxlen"], fields_["dropped"], fields_["max_value_len"], fields_["_immutable"]  # type: ignore[index]
+
+
+def _unpack_attributes(packed: Sequence[Any]) -> Any:
+    if len(packed) == 1:
+        return packed[0]
+    inner, maxlen, dropped, max_value_len, immutable = packed
+    attributes = _new_object(BoundedAttributes)
+    attributes.__dict__ = {"_dict": inner, "maxlen": maxlen, "dropped": dropped, "max_value_len": max_value_len,
+                           "_lock": threading.Lock(), "_immutable": immutable}
+    return attributes
+
+
+def _pack_list(items: Any, pack_item: Callable[[Any], Any]) -> tuple[Any, ...]:
+    fields_ = getattr(items, "__dict__", None)
+    if type(items) is not BoundedList or tuple(fields_) != _LIST_KEYS:  # type: ignore[arg-type]
+        raise _Unpackable
+    dq = fields_["_dq"]  # type: ignore[index]
+    return (dq.maxlen, fields_["dropped"], *[pack_item(item) for item in dq])  # type: ignore[index]
+
+
+def _unpack_list(packed: tuple[Any, ...], unpack_item: Callable[[Any], Any]) -> BoundedList:
+    out = _new_object(BoundedList)
+    out.__dict__ = {"dropped": packed[1], "_dq": deque([unpack_item(item) for item in packed[2:]], packed[0]),
+                    "_lock": threading.Lock()}
+    return out
+
+
+def _pack_event(event: Any) -> tuple[Any, ...]:
+    fields_ = getattr(event, "__dict__", None)
+    if type(event) is not Event or tuple(fields_) != _EVENT_KEYS:  # type: ignore[arg-type]
+        raise _Unpackable
+    return (fields_["_name"], fields_["_timestamp"], *_pack_attributes(fields_["_attributes"]))  # type: ignore[index]
+
+
+def _unpack_event(packed: tuple[Any, ...]) -> Event:
+    event = _new_object(Event)
+    event.__dict__ = {"_name": packed[0], "_timestamp": packed[1], "_attributes": _unpack_attributes(packed[2:])}
+    return event
+
+
+def _pack_link(link: Any) -> tuple[Any, ...]:
+    fields_ = getattr(link, "__dict__", None)
+    if type(link) is not Link or tuple(fields_) != _LINK_KEYS:  # type: ignore[arg-type]
+        raise _Unpackable
+    return (_pack_context(fields_["_context"]), *_pack_attributes(fields_["_attributes"]))  # type: ignore[index]
+
+
+def _unpack_link(packed: tuple[Any, ...]) -> Link:
+    link = _new_object(Link)
+    link.__dict__ = {"_context": _unpack_context(packed[0]), "_attributes": _unpack_attributes(packed[1:])}
+    return link
+
+
+#: a held span packed (``pack_held``)
+PackedSpan = tuple[Any, ...]
+
+
+def pack_held(span: ReadableSpan) -> PackedSpan | None:
+    """The span as one tuple ``unpack_held`` makes the same span of; None for a span of another
+    class or shape (kept as it is)."""
+    fields_ = getattr(span, "__dict__", None)
+    if type(span) is not ReadableSpan or fields_ is None or tuple(fields_) != _SPAN_KEYS:
+        return None
+    try:
+        return (fields_["_name"], _pack_context(fields_["_context"]), fields_["_kind"],
+                fields_["_instrumentation_info"], fields_["_instrumentation_scope"],
+                _pack_context(fields_["_parent"]), fields_["_start_time"], fields_["_end_time"],
+                _pack_list(fields_["_events"], _pack_event), _pack_list(fields_["_links"], _pack_link),
+                fields_["_resource"], fields_["_status"], *_pack_attributes(fields_["_attributes"]))
+    except Exception:  # noqa: BLE001 - _Unpackable, or a part that breaks on reading: kept as it is
+        return None
+
+
+def unpack_held(packed: PackedSpan) -> ReadableSpan:
+    name, context, kind, info, scope, parent, start, end, events, links, resource, status = packed[:12]
+    span = _new_object(ReadableSpan)
+    span.__dict__ = {
+        "_name": name, "_context": _unpack_context(context), "_kind": kind, "_instrumentation_info": info,
+        "_instrumentation_scope": scope, "_parent": _unpack_context(parent), "_start_time": start,
+        "_end_time": end, "_attributes": _unpack_attributes(packed[12:]),
+        "_events": _unpack_list(events, _unpack_event), "_links": _unpack_list(links, _unpack_link),
+        "_resource": resource, "_status": status,
+    }
+    return span
 
 
 @dataclass(slots=True)

@@ -52,7 +52,7 @@ from otel_toolscore.conventions import classify
 from otel_toolscore.ingest import copy_span
 from otel_toolscore.outputs.otel import Emitter
 from otel_toolscore.runtime import _handoff
-from otel_toolscore.runtime._handoff import Packed, RunAnswer, reads_fields
+from otel_toolscore.runtime._handoff import Packed, PackedSpan, RunAnswer, pack_held, reads_fields, unpack_held
 from otel_toolscore.runtime._scoring_process import MAX_BATCH, Batch, ScoringProcess
 from otel_toolscore.runtime.engine import Engine, RunResult
 from otel_toolscore.scorers.base import Scorer
@@ -76,12 +76,27 @@ _UNKNOWN = object()
 
 @dataclass(eq=False, slots=True)
 class _Held:
-    """An agent-like span waiting for its scores. ``released`` makes forwarding exactly-once."""
+    """An agent-like span waiting for its scores. ``released`` makes forwarding exactly-once.
 
-    span: ReadableSpan
+    Once its run has left the app's queue (handed to the child, or packed in a backlog) the span
+    is kept packed (``pack``, ``_handoff.pack_held``), rebuilt when it is released."""
+
+    span: ReadableSpan | PackedSpan
     span_id: int
     deadline: float
     released: bool = False
+
+    def pack(self) -> None:
+        span = self.span
+        if not self.released and type(span) is not tuple:
+            packed = pack_held(span)  # type: ignore[arg-type]
+            if packed is not None:
+                # one store: a thread releasing it meanwhile reads either form, both whole
+                self.span = packed
+
+    def readable(self) -> ReadableSpan:
+        span = self.span  # read once (see pack)
+        return unpack_held(span) if type(span) is tuple else span  # type: ignore[arg-type, return-value]
 
 
 @dataclass(eq=False, slots=True)
@@ -741,13 +756,16 @@ class ToolScoreSpanProcessor(SpanProcessor):
         except Exception:  # counting must not stop the worker
             logger.warning("otel-toolscore: counting drops failed", exc_info=True)
 
-    def _release(self, held: _Held, extra: dict[str, AttributeValue] | None = None) -> bool:
-        """Forward a held span exactly once, with the scores' attributes when there are any."""
+    def _release(self, held: _Held, extra: dict[str, AttributeValue] | None = None,
+                 span: ReadableSpan | None = None) -> bool:
+        """Forward a held span exactly once, with the scores' attributes when there are any
+        (``span``: the held span already rebuilt, when it was packed)."""
         with self._release_lock:
             if held.released:
                 return False
             held.released = True
-        span = held.span
+        if span is None:
+            span = held.readable()
         if extra:
             try:
                 span = with_attributes(span, extra)
@@ -935,6 +953,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
             return
         item.packed, item.anchors, item.spans = packed, anchors, []
+        for h in item.held:
+            h.pack()
 
     def _apply(self, item: _Ready, results: list[RunResult]) -> None:
         """Release the run's held spans (scored ones with their scores) and emit the rest."""
@@ -949,12 +969,15 @@ class ToolScoreSpanProcessor(SpanProcessor):
         for result in results:
             run_id = result.trajectory.span_id or ""
             same = by_id.get(run_id)
-            run_span = same[-1].span if same else None
+            run_span = None
             if same:
+                last = same[-1]
+                run_span = last.readable()
                 # The mark goes out whatever the span-attribute settings: it is what keeps
                 # another scorer path (serve behind this app) from scoring the run again.
                 extra = {**engine.prepared(result).span_attributes, sc.TOOLSCORE_SCORED: True}
-                self._release(same.pop(0), extra)
+                first = same.pop(0)
+                self._release(first, extra, run_span if first is last else None)
             if run_span is None:  # not held (a run under a wrapper's hold, a leftover)
                 if spans_by_id is None:  # by the span id as the SDK holds it: no id formatted per span
                     spans_by_id = {s.context.span_id: s for s in item.spans}
@@ -1036,6 +1059,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
             return
         item.spans = []
+        for h in item.held:
+            h.pack()
 
     def _deliver(self) -> None:
         """The sender thread: hands the worker's batches to the scoring process, in order."""
