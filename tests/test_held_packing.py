@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import deque
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import (
     Link,
@@ -138,6 +139,37 @@ def test_packed_then_rebuilt_span_exports_the_same(shape: dict[str, Any]) -> Non
     assert encode_spans([unpack_held(packed)]).SerializeToString() == encode_spans([span]).SerializeToString()
 
 
+_by_hand = st.fixed_dictionaries({
+    "name": st.text(max_size=5),
+    "context": _contexts,
+    "parent": st.one_of(st.none(), _contexts),
+    "attributes": st.one_of(st.none(), _attributes),
+    "events": st.builds(lambda kind, events: kind(Event(n, a, t) for n, a, t in events), st.sampled_from([tuple, list]),
+                        st.lists(st.tuples(st.text(max_size=3), st.one_of(st.none(), _attributes),
+                                           st.integers(0, 2**62)), max_size=3)),
+    "links": st.builds(lambda kind, links: kind(Link(c, a) for c, a in links), st.sampled_from([tuple, list]),
+                       st.lists(st.tuples(_contexts, st.one_of(st.none(), _attributes)), max_size=2)),
+    "kind": st.sampled_from(list(SpanKind)),
+    "status": st.builds(Status, st.sampled_from(list(StatusCode)), st.one_of(st.none(), st.text(max_size=4))),
+    "start_time": st.one_of(st.none(), st.integers(0, 2**62)),
+    "end_time": st.one_of(st.none(), st.integers(0, 2**62)),
+})
+
+
+@settings(max_examples=100, deadline=None)
+@given(_by_hand)
+def test_a_span_made_by_hand_is_rebuilt_the_same(fields: dict[str, Any]) -> None:
+    """ReadableSpans made without a tracer (tests, replays): plain dicts, tuples and lists."""
+    span = ReadableSpan(**fields, resource=Resource({"service.name": "r"}))
+    packed = pack_held(span)
+    assert packed is not None
+    rebuilt = unpack_held(packed)
+    assert encode_spans([rebuilt]).SerializeToString() == encode_spans([span]).SerializeToString()
+    assert _to_json(rebuilt) == _to_json(span)
+    assert _fields(rebuilt) == _fields(span)
+    assert type(rebuilt._events) is type(span._events) and type(rebuilt._links) is type(span._links)
+
+
 def test_a_span_of_another_class_or_shape_is_not_packed() -> None:
     span = _make({"name": "a", "kind": SpanKind.INTERNAL, "attributes": {"a": 1}, "events": [], "links": [],
                   "status": None, "parent": None, "limits": None, "resource": {}, "scope": ("s", None, None, None),
@@ -148,8 +180,10 @@ def test_a_span_of_another_class_or_shape_is_not_packed() -> None:
 
     other = Other(name="x", context=span.context, attributes={"a": 1})
     assert pack_held(other) is None
-    plain = ReadableSpan(name="x", context=span.context, events=[], links=[])  # lists, not the SDK's BoundedList
-    assert pack_held(plain) is None
+    odd_flags = ReadableSpan(name="x", context=SpanContext(1, 2, False, 1))  # (an int, not TraceFlags)  # type: ignore[arg-type]
+    assert pack_held(odd_flags) is None
+    odd_events = ReadableSpan(name="x", context=span.context, events=deque())  # type: ignore[arg-type]
+    assert pack_held(odd_events) is None
     span.__dict__["_extra"] = 1  # a field this SDK release does not set
     assert pack_held(span) is None
 

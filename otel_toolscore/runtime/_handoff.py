@@ -204,16 +204,24 @@ def _unpack_attributes(packed: Sequence[Any]) -> Any:
 
 
 def _pack_list(items: Any, pack_item: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """The SDK's BoundedList as (maxlen, dropped, *items); a tuple or list of a span made by
+    hand as (type, *items)."""
+    kind = type(items)
+    if kind is tuple or kind is list:
+        return (kind, *[pack_item(item) for item in items])
     fields_ = getattr(items, "__dict__", None)
-    if type(items) is not BoundedList or tuple(fields_) != _LIST_KEYS:  # type: ignore[arg-type]
+    if kind is not BoundedList or tuple(fields_) != _LIST_KEYS:  # type: ignore[arg-type]
         raise _Unpackable
     dq = fields_["_dq"]  # type: ignore[index]
     return (dq.maxlen, fields_["dropped"], *[pack_item(item) for item in dq])  # type: ignore[index]
 
 
-def _unpack_list(packed: tuple[Any, ...], unpack_item: Callable[[Any], Any]) -> BoundedList:
+def _unpack_list(packed: tuple[Any, ...], unpack_item: Callable[[Any], Any]) -> Any:
+    head = packed[0]
+    if head is tuple or head is list:
+        return head([unpack_item(item) for item in packed[1:]])
     out = _new_object(BoundedList)
-    out.__dict__ = {"dropped": packed[1], "_dq": deque([unpack_item(item) for item in packed[2:]], packed[0]),
+    out.__dict__ = {"dropped": packed[1], "_dq": deque([unpack_item(item) for item in packed[2:]], head),
                     "_lock": threading.Lock()}
     return out
 
