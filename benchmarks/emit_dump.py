@@ -106,6 +106,8 @@ def dump(runs: list[tuple[str, list[ReadableSpan]]], scoring: str, out: list[str
         if scoring == "process":
             _child_side(proc, item, prepare)
         else:
+            if scoring == "backlog":  # scoring="thread" with the run packed in the worker's backlog
+                proc._pack(item)
             proc._score(item)
         span_bytes = _span_bytes(down.spans)
         log_msg = encode_logs(logs.get_finished_logs())
@@ -134,7 +136,7 @@ def main(argv: list[str]) -> None:
     except ImportError:
         pass
     out: list[str] = []
-    for scoring in ("thread", "process"):
+    for scoring in ("thread", "backlog", "process"):
         dump(runs, scoring, out, call_events="all")
         dump(runs, scoring, out)
     with open(argv[0], "w") as f:
