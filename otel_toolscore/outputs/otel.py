@@ -12,6 +12,7 @@ in the settings; a switched-off output costs nothing.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ from opentelemetry.metrics import (
     Observation,
     get_meter_provider,
 )
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -101,6 +103,78 @@ _COUNTS_WAIT_S = 1.0
 _COUNTS_MAX_SERIES = 256
 
 _id_generator = RandomIdGenerator()
+_SPAN_ID_MAX = 2**64 - 1
+_new_object = object.__new__
+_new_tuple = tuple.__new__
+
+
+def _slow_evaluation_span(name: str, trace_id: int, span_id: int, flags: Any, state: Any, parent: SpanContext,
+                          resource: Any, attributes: Any, links: Sequence[Link], now: int,
+                          scope: InstrumentationScope) -> ReadableSpan:
+    return ReadableSpan(
+        name=name,
+        context=SpanContext(trace_id=trace_id, span_id=span_id, is_remote=False, trace_flags=flags,
+                            trace_state=state),
+        parent=parent,
+        resource=resource,
+        attributes=attributes,
+        links=links,
+        kind=SpanKind.INTERNAL,
+        start_time=now,
+        end_time=now,
+        instrumentation_scope=scope,
+    )
+
+
+#: what ReadableSpan.__init__ sets a span's status and events to when given none
+_UNSET_STATUS = inspect.signature(ReadableSpan.__init__).parameters["status"].default
+_NO_EVENTS = inspect.signature(ReadableSpan.__init__).parameters["events"].default
+
+
+def _fast_evaluation_span(name: str, trace_id: int, span_id: int, flags: Any, state: Any, parent: SpanContext,
+                          resource: Any, attributes: Any, links: Sequence[Link], now: int,
+                          scope: InstrumentationScope) -> ReadableSpan:
+    # What _slow_evaluation_span builds, field for field, without the SDK's constructors' calls
+    # (one span per score per run); _check_evaluation_span proves the two equal at import. The
+    # parent is valid (its trace id is), so the context is valid where its span id is.
+    span = _new_object(ReadableSpan)
+    span.__dict__ = {
+        "_name": name,
+        "_context": _new_tuple(SpanContext, (trace_id, span_id, False, flags, state, 0 < span_id <= _SPAN_ID_MAX)),
+        "_kind": SpanKind.INTERNAL,
+        "_instrumentation_info": None,
+        "_instrumentation_scope": scope,
+        "_parent": parent,
+        "_start_time": now,
+        "_end_time": now,
+        "_attributes": attributes,
+        "_events": _NO_EVENTS,
+        "_links": links,
+        "_resource": resource,
+        "_status": _UNSET_STATUS,
+    }
+    return span
+
+
+def _check_evaluation_span() -> bool:
+    """Whether ``_fast_evaluation_span`` builds what the SDK's constructors build (this SDK release)."""
+    from opentelemetry.trace import TraceFlags, TraceState
+
+    parent = SpanContext(3, 4, True, TraceFlags(1), TraceState([("k", "v")]))
+    try:
+        for span_id in (5, _SPAN_ID_MAX):
+            args = ("n", 3, span_id, parent.trace_flags, parent.trace_state, parent, Resource({"a": "b"}),
+                    {"x": 1}, (Link(parent),), 7, InstrumentationScope("s", "1"))
+            fast, slow = vars(_fast_evaluation_span(*args)), vars(_slow_evaluation_span(*args))
+            if list(fast) != list(slow) or any(type(v) is not type(slow[k]) or v != slow[k] for k, v in fast.items()) \
+                    or fast["_status"] is not slow["_status"] or fast["_events"] is not slow["_events"]:
+                return False
+    except Exception:  # noqa: BLE001 - an SDK release this does not know: the constructors then
+        return False
+    return True
+
+
+_evaluation_span = _fast_evaluation_span if _check_evaluation_span() else _slow_evaluation_span
 
 
 def _context(trace_id_hex: str, span_id_hex: str | None) -> Context:
@@ -442,20 +516,11 @@ class Emitter:
             trace_id, flags, state = parent.trace_id, parent.trace_flags, parent.trace_state
             resource, scope = agent_span.resource, self._scope
             new_id = _id_generator.generate_span_id
+            if resource is None:  # (as ReadableSpan has it)
+                resource = Resource.create({})
             return [
-                ReadableSpan(
-                    name=name,
-                    context=SpanContext(trace_id=trace_id, span_id=new_id(), is_remote=False,
-                                        trace_flags=flags, trace_state=state),
-                    parent=parent,
-                    resource=resource,
-                    attributes=attributes,
-                    links=links,
-                    kind=SpanKind.INTERNAL,
-                    start_time=now,
-                    end_time=now,
-                    instrumentation_scope=scope,
-                )
+                _evaluation_span(name, trace_id, new_id(), flags, state, parent, resource, attributes, links, now,
+                                 scope)
                 for name, attributes in emission.evaluations
             ]
         except Exception:  # noqa: BLE001 - never raise into the worker
