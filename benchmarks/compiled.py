@@ -1,0 +1,179 @@
+"""What compiling the hot modules with mypyc would give: a measurement in a copy, not a build of the package.
+
+Copies this working tree's ``otel_toolscore/`` (with ``benchmarks/``, ``tests/`` and
+``pyproject.toml``) twice into a temporary directory, compiles the modules the scoring worker
+spends its time in (``MODULES``) in one copy with mypyc, leaves the other pure Python, and
+measures the two in the same sitting:
+
+* ``benchmarks.compare --before <pure copy>`` run in the compiled copy (before/after interleaved
+  in one process: ``_score`` per 10-span run, the scorers, build_trajectories, classify, on_end);
+* ``benchmarks.throughput --sizes 10`` in each copy, alternated (runs/s/core, cost/floor);
+* with ``--check``, the score-identity checks run against the compiled copy:
+  ``tests/test_scorer_fixtures.py``, ``tests/test_three_paths.py`` and
+  ``python -m tests.realworld.measure``.
+
+mypyc cannot compile the tree as it is; ``_adapt`` makes four source changes in the copy, none
+changing behaviour, and fails loudly if the source they expect has moved:
+
+* ``assemble._last_output``: ``reversed(steps)`` over a ``list[Any]`` crashes mypyc 2.x
+  (internal error in ``get_sequence_type``); ``steps[::-1]`` instead;
+* ``assemble._Echoes`` (a ``defaultdict`` subclass with an attribute): compiled as a native class,
+  setting ``self.unkeyed`` raises ``SystemError: Objects/dictobject.c: bad argument to internal
+  function``; it is made a non-native class (``mypyc_attr(native_class=False)``, no ``__slots__``);
+* ``_grounding._supports_number``: ``x in (None, *_CURRENCY_UNITS)`` (a starred tuple in ``in``)
+  crashes it too; the module's equal frozenset ``_AMOUNT_UNITS`` instead;
+* ``VerifiedCall`` and ``CheckedCall`` subclass ``results.CallResult``, a slotted dataclass of an
+  uncompiled module: a compiled module can only make them non-native classes, and a slotted
+  (or even plain) dataclass then fails at import (``mypyc classes can't have __slots__``,
+  ``attribute '__dict__' of 'type' objects is not writable``). They move, unchanged, into
+  ``scorers/results.py`` (uncompiled). Compiling ``results.py`` instead fails: the subclasses
+  narrow ``score: float | None`` to ``float``, which a native class may not.
+
+Needs gcc, the Python headers (``python3-config --includes``), setuptools and mypy (mypyc) in
+the interpreter's environment. The build takes ~1.5-2 min of one core at ``MYPYC_OPT_LEVEL=3``.
+
+    .venv/bin/python -m benchmarks.compiled [--repeats 7] [--check] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tests.support.paths import REPO
+
+#: where a synthetic run's worker time goes (reading, assembly, the two code scorers that cost)
+MODULES = (
+    "conventions/_memo.py",
+    "conventions/parsing.py",
+    "conventions/genai.py",
+    "conventions/__init__.py",
+    "assemble.py",
+    "trajectory.py",
+    "scorers/_facts.py",
+    "scorers/_grounding.py",
+    "scorers/tool_results.py",
+    "scorers/tool_validation.py",
+)
+
+_COPIED = ("otel_toolscore", "benchmarks", "tests", "pyproject.toml")
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.mkdir(parents=True)
+    for name in _COPIED:
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        else:
+            shutil.copy2(src / name, dst / name)
+    # the tests find the shared data as <tree>/../shared
+    shared = dst.parent / "shared"
+    if not shared.exists():
+        shared.symlink_to((src.parent / "shared").resolve())
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    if text.count(old) != 1:
+        raise SystemExit(f"{path}: expected one {old!r}; the source moved, update benchmarks/compiled.py")
+    path.write_text(text.replace(old, new))
+
+
+def _adapt(pkg: Path) -> None:
+    """The source changes mypyc needs (see the module docstring); none changes behaviour."""
+    _replace(pkg / "assemble.py", "for s in reversed(steps):", "for s in steps[::-1]:")
+    _replace(pkg / "assemble.py", "\nclass _Echoes(", "\n@mypyc_attr(native_class=False)\nclass _Echoes(")
+    _replace(pkg / "assemble.py", '    __slots__ = ("unkeyed",)\n', "")
+    _replace(pkg / "assemble.py", "from __future__ import annotations\n",
+             "from __future__ import annotations\n\nfrom mypy_extensions import mypyc_attr\n")
+    _replace(pkg / "scorers/_grounding.py", "fact.unit in (None, *_CURRENCY_UNITS)", "fact.unit in _AMOUNT_UNITS")
+    results = pkg / "scorers/results.py"
+    moved = []
+    for module, name in (("tool_results.py", "VerifiedCall"), ("tool_validation.py", "CheckedCall")):
+        path = pkg / "scorers" / module
+        text = path.read_text()
+        head = r"@dataclass\(slots=True\)\nclass " + name + r"\(CallResult\):\n"
+        m = re.search(head + r"(?:(?:    .*|)\n)*?(?=\n\n\S)", text)
+        if m is None:
+            raise SystemExit(f"{path}: class {name}(CallResult) not found; update benchmarks/compiled.py")
+        moved.append(m.group(0).rstrip("\n"))
+        path.write_text(text[:m.start()] + f"from otel_toolscore.scorers.results import {name}  # noqa: E402\n"
+                        + text[m.end():])
+    results.write_text(results.read_text().rstrip("\n") + "\n\n\n" + "\n\n\n".join(moved) + "\n")
+
+
+def build(tree: Path) -> float:
+    """Compile ``MODULES`` in place in ``tree``; the build's wall seconds."""
+    mypyc = Path(sys.executable).with_name("mypyc")
+    env = {**os.environ, "MYPYC_OPT_LEVEL": os.environ.get("MYPYC_OPT_LEVEL", "3")}
+    t0 = time.perf_counter()
+    done = subprocess.run([str(mypyc), *(f"otel_toolscore/{m}" for m in MODULES)], cwd=tree, env=env,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    (tree / "mypyc-build.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"mypyc failed ({done.returncode}); see {tree / 'mypyc-build.log'}:\n{done.stdout[-3000:]}")
+    # a module left as .py would measure nothing: each must import as an extension
+    names = [("otel_toolscore/" + m).removesuffix(".py").removesuffix("/__init__").replace("/", ".") for m in MODULES]
+    probe = "import importlib,sys\n" + "".join(
+        f"f=importlib.import_module({n!r}).__file__\nassert f.endswith('.so'), f\n" for n in names)
+    subprocess.run([sys.executable, "-c", probe], cwd=tree, env=_env(tree), check=True)
+    return seconds
+
+
+def _env(tree: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
+def _run(tree: Path, *args: str) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=tree, env=_env(tree), capture_output=True, text=True)
+    out = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} in {tree} failed:\n{out[-4000:]}")
+    return out
+
+
+def _shown(out: str) -> str:
+    return "\n".join(line for line in out.splitlines() if not line.startswith("RESULT "))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7, help="benchmarks.compare --quick --repeats")
+    ap.add_argument("--throughput-rounds", type=int, default=2, help="alternated throughput runs per copy")
+    ap.add_argument("--check", action="store_true", help="also run the score-identity checks on the compiled copy")
+    ap.add_argument("--keep", type=Path, default=None, help="build here (an absent directory) and keep it")
+    args = ap.parse_args(argv)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="toolscore-mypyc-"))
+    compiled, plain = root / "compiled", root / "plain"
+    _copy(REPO, compiled)
+    _copy(REPO, plain)
+    _adapt(compiled / "otel_toolscore")
+    seconds = build(compiled)
+    print(f"mypyc: {len(MODULES)} modules compiled in {seconds:.0f} s (wall) into {compiled}", flush=True)
+
+    print(_shown(_run(compiled, "-m", "benchmarks.compare", "--before", str(plain), "--quick",
+                      "--repeats", str(args.repeats))), flush=True)
+    for r in range(args.throughput_rounds):
+        for name, tree in ((("plain", plain), ("compiled", compiled)) if r % 2 == 0
+                           else (("compiled", compiled), ("plain", plain))):
+            out = _run(tree, "-m", "benchmarks.throughput", "--quick", "--sizes", "10")
+            print(f"throughput, {name}:\n{_shown(out)}", flush=True)
+    if args.check:
+        print(_run(compiled, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                   "tests/test_scorer_fixtures.py", "tests/test_three_paths.py").splitlines()[-1])
+        print(_shown(_run(compiled, "-m", "tests.realworld.measure")))
+    if args.keep is None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
