@@ -10,9 +10,12 @@ measures the two in the same sitting:
 * ``benchmarks.throughput --sizes 10`` in each copy, alternated (runs/s/core, cost/floor);
 * with ``--check``, the score-identity checks run against the compiled copy:
   ``tests/test_scorer_fixtures.py``, ``tests/test_three_paths.py`` and
-  ``python -m tests.realworld.measure``.
+  ``python -m tests.realworld.measure``; and ``benchmarks.emit_dump`` (every exported byte) plus
+  any ``--dump SCRIPT`` (run as ``SCRIPT OUT`` in each copy) compared between the two copies.
+  The tests alone are not enough: they passed while a mypyc int-to-float conversion changed
+  96 scores that only a dump showed.
 
-mypyc cannot compile the tree as it is; ``_adapt`` makes four source changes in the copy, none
+mypyc cannot compile the tree as it is; ``_adapt`` makes five kinds of source change in the copy, none
 changing behaviour, and fails loudly if the source they expect has moved:
 
 * ``assemble._last_output``: ``reversed(steps)`` over a ``list[Any]`` crashes mypyc 2.x
@@ -20,6 +23,12 @@ changing behaviour, and fails loudly if the source they expect has moved:
 * ``assemble._Echoes`` (a ``defaultdict`` subclass with an attribute): compiled as a native class,
   setting ``self.unkeyed`` raises ``SystemError: Objects/dictobject.c: bad argument to internal
   function``; it is made a non-native class (``mypyc_attr(native_class=False)``, no ``__slots__``);
+* ``number_fact``, ``_grounding._number_fact``, ``_grounding._is_count`` and
+  ``tool_results._salient_of_number`` take JSON numbers annotated ``float``: compiled, an int
+  argument is converted to a float at the call (mypyc's numeric tower), so ``repr(65)`` becomes
+  ``"65.0"`` and a response that writes 65 no longer uses the value (found by the dump compare:
+  96 of 7,840 tool_result_verification scores changed; the fixture tests and
+  ``tests.realworld.measure`` did not see it); annotated ``int | float`` (boxed) instead;
 * ``_grounding._supports_number``: ``x in (None, *_CURRENCY_UNITS)`` (a starred tuple in ``in``)
   crashes it too; the module's equal frozenset ``_AMOUNT_UNITS`` instead;
 * ``VerifiedCall`` and ``CheckedCall`` subclass ``results.CallResult``, a slotted dataclass of an
@@ -32,7 +41,7 @@ changing behaviour, and fails loudly if the source they expect has moved:
 Needs gcc, the Python headers (``python3-config --includes``), setuptools and mypy (mypyc) in
 the interpreter's environment. The build takes ~1.5-2 min of one core at ``MYPYC_OPT_LEVEL=3``.
 
-    .venv/bin/python -m benchmarks.compiled [--repeats 7] [--check] [--keep DIR]
+    .venv/bin/python -m benchmarks.compiled [--repeats 7] [--check [--dump SCRIPT]] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -95,6 +104,12 @@ def _adapt(pkg: Path) -> None:
     _replace(pkg / "assemble.py", "from __future__ import annotations\n",
              "from __future__ import annotations\n\nfrom mypy_extensions import mypyc_attr\n")
     _replace(pkg / "scorers/_grounding.py", "fact.unit in (None, *_CURRENCY_UNITS)", "fact.unit in _AMOUNT_UNITS")
+    # mypyc turns an int passed as ``float`` into a float: repr(65) would become "65.0"
+    for module, head in (("scorers/_facts.py", "def number_fact(value: "),
+                         ("scorers/_grounding.py", "def _number_fact(value: "),
+                         ("scorers/_grounding.py", "def _is_count(key: str | None, value: "),
+                         ("scorers/tool_results.py", "def _salient_of_number(leaf: ")):
+        _replace(pkg / module, head + "float)", head + "int | float)")
     results = pkg / "scorers/results.py"
     moved = []
     for module, name in (("tool_results.py", "VerifiedCall"), ("tool_validation.py", "CheckedCall")):
@@ -150,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=7, help="benchmarks.compare --quick --repeats")
     ap.add_argument("--throughput-rounds", type=int, default=2, help="alternated throughput runs per copy")
     ap.add_argument("--check", action="store_true", help="also run the score-identity checks on the compiled copy")
+    ap.add_argument("--dump", type=Path, action="append", default=[],
+                    help="with --check: a script run in each copy as SCRIPT OUT, the two OUTs compared")
     ap.add_argument("--keep", type=Path, default=None, help="build here (an absent directory) and keep it")
     args = ap.parse_args(argv)
     root = args.keep or Path(tempfile.mkdtemp(prefix="toolscore-mypyc-"))
@@ -171,6 +188,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(_run(compiled, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    "tests/test_scorer_fixtures.py", "tests/test_three_paths.py").splitlines()[-1])
         print(_shown(_run(compiled, "-m", "tests.realworld.measure")))
+        dumps = [("-m", "benchmarks.emit_dump")] + [(str(s),) for s in args.dump]
+        for dump in dumps:
+            texts = []
+            for tree in (plain, compiled):
+                out = root / f"dump-{tree.name}.txt"
+                _run(tree, *dump, str(out))
+                texts.append(out.read_text().replace(str(tree), "<tree>"))
+            print(f"{' '.join(dump)}: {'identical' if texts[0] == texts[1] else 'DIFFERENT'}"
+                  f" ({len(texts[0].splitlines())} lines)", flush=True)
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
 
