@@ -192,9 +192,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         for dump in dumps:
             texts = []
             for tree in (plain, compiled):
-                out = root / f"dump-{tree.name}.txt"
-                _run(tree, *dump, str(out))
-                texts.append(out.read_text().replace(str(tree), "<tree>"))
+                dumped = root / f"dump-{tree.name}.txt"
+                _run(tree, *dump, str(dumped))
+                texts.append(dumped.read_text().replace(str(tree), "<tree>"))
             print(f"{' '.join(dump)}: {'identical' if texts[0] == texts[1] else 'DIFFERENT'}"
                   f" ({len(texts[0].splitlines())} lines)", flush=True)
     if args.keep is None:
