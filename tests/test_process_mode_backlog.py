@@ -43,7 +43,7 @@ def test_runs_waiting_for_the_child_keep_no_spans(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.01)
         items = _inflight_items(p)
-        assert all(item.spans == [] and item.anchors is not None for item in items)
+        assert all(item.spans == () and item.anchors is not None for item in items)
         assert all(len(item.held) == 1 for item in items)  # the agent span, held for its scores
         assert p.processor.force_flush(60_000)
         agents = _agents(p)
@@ -141,7 +141,7 @@ def test_a_long_queue_waits_packed_and_is_scored_as_it_would_be(tmp_path: Path) 
     p, tracer = _thread_setup(Slow(1.0, marker=str(tmp_path / "slow")))
     try:
         waiting = _packed_backlog(p, tracer, 100)
-        assert waiting and all(item.packed is not None and item.spans == [] for item in waiting)
+        assert waiting and all(item.packed is not None and item.spans == () for item in waiting)
         assert p.processor.force_flush(60_000)
         agents = _agents(p)
         assert len(agents) == 100 and max(id_counts(p.exported()).values()) == 1

@@ -81,8 +81,10 @@ def reads_fields(cls: type) -> bool:
 
 
 def _rows(spans: Sequence[ReadableSpan], resources: list[dict[str, Any]],
-          resource_index: dict[int, int]) -> tuple[SpanTuple, ...]:
-    """The spans as tuples (``SpanTuple``), their resources' attributes added to ``resources``."""
+          resource_index: dict[int, int], dicts: list[Any] | None = None) -> tuple[SpanTuple, ...]:
+    """The spans as tuples (``SpanTuple``), their resources' attributes added to ``resources``.
+    With ``dicts``, the attribute mappings (spans' and events') are appended to it and the tuples
+    hold their positions there instead (``pack``)."""
     encoded = []
     for span in spans:
         fields_ = getattr(span, "__dict__", None) if reads_fields(type(span)) else None
@@ -98,15 +100,22 @@ def _rows(spans: Sequence[ReadableSpan], resources: list[dict[str, Any]],
         if index is None:
             index = resource_index[id(resource)] = len(resources)
             resources.append(_plain(resource.attributes) if resource is not None else {})
+        packed_events: tuple[tuple[Any, ...], ...]
+        held: Any  # the attributes, or (pack) their position in ``dicts``
+        if dicts is None:
+            held = attributes
+            packed_events = tuple((e.name, e.timestamp, _plain(e.attributes)) for e in events) if events else ()
+        else:
+            held = _place(dicts, attributes)
+            packed_events = tuple((e.name, e.timestamp, _place(dicts, _plain(e.attributes))) for e in events) \
+                if events else ()
         encoded.append((
             # SpanContext by index: its named properties are Python calls
             name, ctx[1] if ctx is not None else 0,  # (span_id)
             parent[1] if parent is not None else 0, parent is not None and parent[2],  # (span_id, is_remote)
             kind._value_, start, end,
             status.status_code._value_, status.description,
-            attributes,
-            tuple((e.name, e.timestamp, _plain(e.attributes)) for e in events) if events else (),
-            index,
+            held, packed_events, index,
         ))
     return tuple(encoded)
 
@@ -120,21 +129,31 @@ def encode_runs(runs: Sequence[tuple[int, int, bool, Sequence[ReadableSpan]]]) -
     return pickle.dumps((resources, out), _PROTOCOL)
 
 
-#: a run's spans packed (``pack``): tuples of plain values and the SDK's own attribute dicts,
-#: which the garbage collector stops walking (an ended SDK span is ~11 objects it walks)
-Packed = tuple[tuple[dict[str, Any], ...], tuple[SpanTuple, ...]]
+def _place(dicts: list[Any], attributes: dict[str, Any]) -> int:
+    dicts.append(attributes)
+    return len(dicts) - 1
+
+
+#: a run's spans packed (``pack``): ONE tuple the garbage collector keeps walking,
+#: ``(rows, first resource, *attribute dicts, *resource dicts)``. The rows (``SpanTuple``s whose
+#: attributes and events' attributes are positions in this tuple) hold plain values only, so the
+#: collector untracks them the first time it meets them: a tuple holding a dict never is, and a
+#: row per span holding its attributes kept ~1 walked object per span (an ended SDK span is ~11).
+Packed = tuple[Any, ...]
 
 
 def pack(spans: Sequence[ReadableSpan]) -> Packed:
     """A run's spans as the child gets them, unpickled (``unpack`` makes them spans again)."""
     resources: list[dict[str, Any]] = []
-    rows = _rows(spans, resources, {})
-    return tuple(resources), rows
+    dicts: list[Any] = [None, None]  # (rows, first resource): positions are the packed tuple's
+    rows = _rows(spans, resources, {}, dicts)
+    dicts[0], dicts[1] = rows, len(dicts)
+    dicts += resources
+    return tuple(dicts)
 
 
 def unpack(trace_id: int, packed: Packed) -> list[ReadableSpan]:
-    raw_resources, rows = packed
-    return _spans(trace_id, rows, [Resource(attrs) for attrs in raw_resources])
+    return _spans(trace_id, packed[0], [Resource(attrs) for attrs in packed[packed[1]:]], packed)
 
 
 # --- a held span, packed ---------------------------------------------------------------------
@@ -303,10 +322,15 @@ def decode_runs(message: bytes) -> list[RunRequest]:
     return out
 
 
-def _spans(trace_id: int, encoded: Sequence[SpanTuple], resources: list[Resource]) -> list[ReadableSpan]:
+def _spans(trace_id: int, encoded: Sequence[SpanTuple], resources: list[Resource],
+           dicts: Packed | None = None) -> list[ReadableSpan]:
+    """The spans of ``_rows``' tuples (``dicts``: where ``pack``'s rows have their attributes)."""
     spans = []
     for (name, span_id, parent_id, parent_remote, kind, start, end, code, description, attributes,
          events, res) in encoded:
+        if dicts is not None:
+            attributes = dicts[attributes]
+            events = [(n, t, dicts[a]) for n, t, a in events] if events else ()
         spans.append(ReadableSpan(
             name=name,
             context=SpanContext(trace_id, span_id, False),

@@ -42,7 +42,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from otel_toolscore import _fork
@@ -145,19 +145,21 @@ class Backlog:
     queue_full: bool
 
 
-class _Anchors:
+class _Anchors(tuple):  # type: ignore[type-arg]
     """What a run's evaluation spans need of its spans once the spans themselves have gone to
-    the scoring process (``scoring="process"``): a span's context and resource, for a run whose
-    span is not held (``_apply``). Kept as a dict of ints and a few shared tuples rather than the
-    spans, so that runs waiting for the child cost the app's garbage collector next to nothing
-    (an ended SDK span is ~11 objects it walks in every full collection)."""
+    the scoring process (``scoring="process"``) or are packed (a thread-mode backlog): a span's
+    context and resource, for a run whose span is not held (``_apply``).
 
-    __slots__ = ("_index", "_shared")
+    ONE tuple, so that a waiting run costs the app's garbage collector one object here (an ended
+    SDK span is ~11 it walks in every full collection): ``(index, *entries)``, ``index`` a dict
+    of ints (span id -> entry; untracked), the entries flattened, ``_ENTRY`` values each:
+    (trace id, is remote, flags, state, resource), which the spans of a run mostly share."""
 
-    def __init__(self, spans: Sequence[ReadableSpan]) -> None:
-        index: dict[int, int] = {}  # span id -> position in _shared (ints only: not tracked)
-        # (trace id, is remote, flags, state, resource): the spans of a run mostly share one
-        shared: list[tuple[int, bool, Any, Any, Any]] = []
+    __slots__ = ()
+
+    def __new__(cls, spans: Sequence[ReadableSpan]) -> _Anchors:
+        index: dict[int, int] = {}  # span id -> position of its entry in the tuple
+        flat: list[Any] = [index]
         seen: dict[tuple[int, bool, int, int, int], int] = {}
         last: tuple[Any, ...] = ()
         at = -1
@@ -172,30 +174,36 @@ class _Anchors:
                     or ctx[4] is not last[3] or resource is not last[4]:
                 key = (ctx[0], ctx[2], ctx[3], id(ctx[4]), id(resource))
                 found = seen.get(key)
+                # the flags as an int: the SDK's TraceFlags (one per span) is an object it walks
+                entry = (ctx[0], ctx[2], int(ctx[3]), ctx[4], resource)
                 if found is None:
-                    found = seen[key] = len(shared)
-                    shared.append((ctx[0], ctx[2], ctx[3], ctx[4], resource))
-                at, last = found, shared[found]
+                    found = seen[key] = len(flat)
+                    flat += entry
+                at, last = found, entry
             index[ctx[1]] = at  # the last span of an id, as the spans' lookup by id has it
-        self._index = index
-        self._shared = shared
+        return super().__new__(cls, flat)
 
     def span(self, span_id: int | None) -> ReadableSpan | None:
         """A stand-in for the span of this id: its context and resource, nothing else."""
         if span_id is None:
             return None
-        at = self._index.get(span_id)
+        at = self[0].get(span_id)
         if at is None:
             return None
-        trace_id, is_remote, flags, state, resource = self._shared[at]
-        return ReadableSpan(name="", context=SpanContext(trace_id, span_id, is_remote, flags, state),
+        trace_id, is_remote, flags, state, resource = self[at:at + _ENTRY]
+        return ReadableSpan(name="", context=SpanContext(trace_id, span_id, is_remote, TraceFlags(flags), state),
                             resource=resource)
+
+
+_ENTRY = 5  # values per _Anchors entry
 
 
 @dataclass(slots=True)
 class _Ready:
     trace_id: int
-    spans: list[ReadableSpan]
+    #: emptied (the shared ``()``: not one more object the collector walks) once the spans are
+    #: encoded or packed
+    spans: Sequence[ReadableSpan]
     held: list[_Held]
     #: set (and ``spans`` emptied) once the spans are encoded for the child (scoring="process")
     #: or packed in a backlog (scoring="thread", ``packed``)
@@ -952,7 +960,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
             packed, anchors = _handoff.pack(item.spans), _Anchors(item.spans)
         except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
             return
-        item.packed, item.anchors, item.spans = packed, anchors, []
+        item.packed, item.anchors, item.spans = packed, anchors, ()
         for h in item.held:
             h.pack()
 
@@ -1058,7 +1066,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
             item.anchors = _Anchors(item.spans)
         except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
             return
-        item.spans = []
+        item.spans = ()
         for h in item.held:
             h.pack()
 
