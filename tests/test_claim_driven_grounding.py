@@ -127,21 +127,29 @@ def _full_index_only(self: _grounding.ClaimSources) -> bool:
     return False  # never tallied: every verdict and cap from the whole ``Sources``
 
 
+#: (values, operands, text length) the sources examine: small caps too, so that the tally must see
+#: each one reached exactly when the whole sources do, and texts past the length examined (the
+#: user's, the results', the arguments written out: ``tool_results`` reads JSON inside a string
+#: leaf as far as the sources do)
+_CAPS = st.sampled_from([(50_000, 150, _grounding.MAX_TEXT), (12, 150, _grounding.MAX_TEXT),
+                         (50_000, 3, _grounding.MAX_TEXT), (30, 6, _grounding.MAX_TEXT),
+                         (50_000, 150, 12), (50_000, 150, 40)])
+
+
+def _capped(patch: pytest.MonkeyPatch, caps: tuple[int, int, int]) -> None:
+    patch.setattr(_grounding, "MAX_GROUNDING_VALUES", caps[0])
+    patch.setattr(_grounding, "_MAX_OPERANDS", caps[1])
+    patch.setattr(_grounding, "MAX_TEXT", caps[2])
+    patch.setattr(tr, "MAX_TEXT", caps[2])
+
+
 @settings(max_examples=600, deadline=None)
-@given(_runs(), st.sampled_from([(50_000, 150, _grounding.MAX_TEXT), (12, 150, _grounding.MAX_TEXT),
-                                  (50_000, 3, _grounding.MAX_TEXT), (30, 6, _grounding.MAX_TEXT),
-                                  (50_000, 150, 12), (50_000, 150, 40)]), st.booleans())
+@given(_runs(), _CAPS, st.booleans())
 def test_claim_driven_grounding_gives_the_full_index_verdicts_and_scores(
         trajectory: Trajectory, caps: tuple[int, int, int], cross_turn: bool) -> None:
     scorer = tr.ToolResultVerification(cross_turn=cross_turn)
     with pytest.MonkeyPatch.context() as patch:
-        # small caps too: the tally must see each one reached exactly when the whole sources do
-        patch.setattr(_grounding, "MAX_GROUNDING_VALUES", caps[0])
-        patch.setattr(_grounding, "_MAX_OPERANDS", caps[1])
-        # and texts past the length examined: the user's, the results', the arguments written out
-        # (``tool_results`` reads JSON inside a string leaf as far as the sources do)
-        patch.setattr(_grounding, "MAX_TEXT", caps[2])
-        patch.setattr(tr, "MAX_TEXT", caps[2])
+        _capped(patch, caps)
         run = _sources(trajectory)
         claimed, full = _grounding.ClaimSources.of(*run), _grounding.Sources.of(*run)
         assert (claimed.complete, claimed.amounts_cut) == (full.complete, full.amounts_cut)
@@ -160,19 +168,14 @@ _STATE = ("complete", "amounts_cut", "result_kinds", "own_kinds", "_budget", "_o
 
 
 @settings(max_examples=400, deadline=None)
-@given(_runs(), st.sampled_from([(50_000, 150, _grounding.MAX_TEXT), (12, 150, _grounding.MAX_TEXT),
-                                  (30, 6, _grounding.MAX_TEXT), (50_000, 3, _grounding.MAX_TEXT),
-                                  (50_000, 150, 12), (50_000, 150, 40)]))
+@given(_runs(), _CAPS)
 def test_the_whole_sources_built_from_the_tallys_walks_are_those_built_afresh(
         trajectory: Trajectory, caps: tuple[int, int, int]) -> None:
     """``ClaimSources.sources`` takes each result the tally walked whole as walked: the same
     sources, field by field, and the same verdicts, as walking every result again (near the
     caps too: few values, few amounts, short texts)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_grounding, "MAX_GROUNDING_VALUES", caps[0])
-        patch.setattr(_grounding, "_MAX_OPERANDS", caps[1])
-        patch.setattr(_grounding, "MAX_TEXT", caps[2])
-        patch.setattr(tr, "MAX_TEXT", caps[2])
+        _capped(patch, caps)
         run = _sources(trajectory)
         claimed, fresh = _grounding.ClaimSources.of(*run), _grounding.Sources.of(*run)
         reused = claimed.sources
