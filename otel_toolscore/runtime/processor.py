@@ -957,12 +957,11 @@ class ToolScoreSpanProcessor(SpanProcessor):
         """The run's spans as ``_handoff.pack`` has them (``_score`` unpacks them), and what
         ``_apply`` may need of them besides."""
         try:
-            packed, anchors = _handoff.pack(item.spans), _Anchors(item.spans)
+            packed = _handoff.pack(item.spans)
         except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
             return
-        item.packed, item.anchors, item.spans = packed, anchors, ()
-        for h in item.held:
-            h.pack()
+        if ToolScoreSpanProcessor._let_go(item):
+            item.packed = packed
 
     def _apply(self, item: _Ready, results: list[RunResult]) -> None:
         """Release the run's held spans (scored ones with their scores) and emit the rest."""
@@ -1059,16 +1058,17 @@ class ToolScoreSpanProcessor(SpanProcessor):
         return stop
 
     @staticmethod
-    def _let_go(item: _Ready) -> None:
-        """The run's spans are encoded (read for good): only what ``_apply`` may still need of
-        them is kept."""
+    def _let_go(item: _Ready) -> bool:
+        """The run's spans are encoded or packed (read for good): only what ``_apply`` may still
+        need of them is kept, and its held spans are packed. False when they are kept as they are."""
         try:
             item.anchors = _Anchors(item.spans)
         except Exception:  # noqa: BLE001 - spans of a class of their own: kept as they are
-            return
+            return False
         item.spans = ()
         for h in item.held:
             h.pack()
+        return True
 
     def _deliver(self) -> None:
         """The sender thread: hands the worker's batches to the scoring process, in order."""
