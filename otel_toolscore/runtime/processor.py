@@ -1076,6 +1076,11 @@ class ToolScoreSpanProcessor(SpanProcessor):
             batch = self._outbox.get()
             if batch is None:
                 return
+            # The batch in hand is work of its own until it is no longer counted against the
+            # queue's bound: the child may answer its runs before ``deliver`` returns, and a
+            # flush that returned then would leave them counted as waiting.
+            with self._outstanding_lock:
+                self._outstanding += 1
             try:
                 unsent = self._remote.deliver(batch) if self._remote is not None else list(batch.items)
             except BaseException:  # the sender must not die; the runs leave unscored
@@ -1083,6 +1088,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 unsent = list(batch.items)  # (raised before any of them was in flight)
             finally:
                 self._queue.park(-len(batch.items))
+                self._done(1)
             if unsent:
                 self._guarded(self._lost, unsent, "dropped")
 
