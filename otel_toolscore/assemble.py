@@ -22,6 +22,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_toolscore import _genai_direct
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import SpanFacts, read_trace
 from otel_toolscore.conventions.parsing import as_text, is_object_repr, result_error
@@ -230,6 +231,10 @@ def _find_runs(tree: _Tree) -> list[_Run]:
 
 
 def assemble_trace(trace_id: str, spans: Sequence[ReadableSpan]) -> list[Trajectory]:
+    # the usual GenAI trace, read straight into its trajectory; any other the general way
+    direct = _genai_direct.trajectories(trace_id, spans)
+    if direct is not None:
+        return direct
     facts = read_trace(spans)
     tree = _build_tree(facts)
     runs = _find_runs(tree)
@@ -347,9 +352,11 @@ def _words(text: str | None) -> str | None:
 
 
 def _llm_input(f: SpanFacts | None) -> str | None:
-    if f is None or not f.input_messages:
-        return None
-    for m in reversed(f.input_messages):
+    return _last_user_text(f.input_messages) if f is not None else None
+
+
+def _last_user_text(messages: list[Message] | None) -> str | None:
+    for m in reversed(messages or ()):
         if m.role == "user" and m.content:
             return m.content
     return None

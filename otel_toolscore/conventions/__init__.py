@@ -138,7 +138,7 @@ class _Keys:
     """What a span's set of attribute keys alone tells ``read_span``, worked out once per set:
     an emitter writes the same few key sets on span after span."""
 
-    __slots__ = ("expectations", "gated", "may_hold_surrogates", "stated")
+    __slots__ = ("direct_others", "direct_roles", "expectations", "gated", "may_hold_surrogates", "stated")
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         self.gated = _gated_by_keys(keys)
@@ -149,6 +149,25 @@ class _Keys:
         #: outright is asked of these alone
         present = frozenset(keys)
         self.stated = tuple(entry for entry in _STATED if entry[0] in present)
+        #: the roles in which a span of this key set may be read straight into a trajectory
+        #: (``_genai_direct``), when the GenAI convention reads it alone: when the other
+        #: conventions whose gate it passes (``direct_others``) do not recognise it
+        gated = self.gated or ()
+        self.direct_roles: frozenset[str] = frozenset(
+            role for role, refused in genai.DIRECT_REFUSES.items() if refused.isdisjoint(present)
+        ) if genai.CONVENTION in gated and not self.may_hold_surrogates else frozenset()
+        self.direct_others = tuple(c for c in gated if c is not genai.CONVENTION)
+
+
+def stated_role(stated: tuple[tuple[str, Mapping[str, Stated], Stated | None], ...], attrs: Attributes) -> Any:
+    """The role the first entry of ``stated`` (``_Keys.stated``) that answers one gives, or None."""
+    for key, answers, default in stated:
+        value = attrs[key]
+        if value is not None:
+            answer = answers.get(value, default)
+            if answer:
+                return answer
+    return None
 
 
 _KEY_SETS: dict[tuple[str, ...], _Keys] = {}
@@ -239,15 +258,8 @@ def _read(span: ReadableSpan, order: int, ids: dict[int, str], unread: list[tupl
     # Read-only for the readers; a proxy of a plain dict answers get/in in C.
     attrs: Attributes = MappingProxyType(raw) if type(raw) is dict else (raw or {})
     keys = _keys_of(attrs)
-    # what the span states outright decides its role (the first entry of ``_STATED`` that answers
-    # one); else the first convention that states one
-    for stated_key, answers, default in keys.stated:
-        value = attrs[stated_key]
-        if value is not None:
-            answer = answers.get(value, default)
-            if answer:
-                facts.role = answer
-                break
+    # what the span states outright decides its role; else the first convention that states one
+    facts.role = stated_role(keys.stated, attrs)
     # (the key set's answer, known already, unless the name adds conventions of its own)
     gated = (keys.gated or ()) if not name.startswith(_GATE_NAMES) else _gated(name, raw)
     first = len(unread)
@@ -346,10 +358,18 @@ def _read_failure(span: ReadableSpan, events: Sequence[Any], status: Any, facts:
         if facts.tool is not None:
             facts.tool.error = facts.error
         return
-    if facts.tool is not None:
-        error = facts.tool.error or (result_error(facts.tool.result) if facts.tool.has_result else None)
-        if error is not None:
-            facts.error = facts.tool.error = as_text(error)
+    if facts.tool is not None and settle_tool_error(facts.tool):
+        facts.error = facts.tool.error
+
+
+def settle_tool_error(tool: ToolExecution) -> bool:
+    """A tool span that did not fail itself: its error is the one its reader found, else what its
+    result says (an error payload), as text in ``tool.error``. True when it has one."""
+    error = tool.error or (result_error(tool.result) if tool.has_result else None)
+    if error is None:
+        return False
+    tool.error = as_text(error)
+    return True
 
 
 def _lookup_attributes(span: ReadableSpan) -> Attributes | None:

@@ -36,6 +36,20 @@ _OP_ROLES: dict[str, Stated] = {
     sc.OP_EXECUTE_TOOL: "tool",
     sc.OP_RETRIEVAL: "retrieval",
 }
+#: the keys that keep a span of each role off the direct path (``_genai_direct``): what ``read``
+#: takes from them (content kept elsewhere, a Strands status, an agent span's or a tool span's
+#: own messages, instructions or definitions, a second result key) that path does not take
+DIRECT_REFUSES: dict[Stated, frozenset[str]] = {
+    "agent": frozenset({sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS,
+                        sc.GEN_AI_TOOL_DEFINITIONS}),
+    "llm": frozenset(),
+    "tool": frozenset({sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS,
+                       sc.GEN_AI_TOOL_DEFINITIONS, sc.STRANDS_TOOL_STATUS, *sc.TOOL_RESULT_KEYS[1:]}),
+}
+_DIRECT_NEVER = frozenset({sc.GEN_AI_INPUT_MESSAGES_REF, sc.GEN_AI_OUTPUT_MESSAGES_REF, sc.GEN_AI_RETRIEVAL_QUERY_TEXT,
+                           sc.GEN_AI_RETRIEVAL_DOCUMENTS})
+DIRECT_REFUSES = {role: keys | _DIRECT_NEVER for role, keys in DIRECT_REFUSES.items()}
+
 _KEYS = frozenset(
     {sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_TOOL_NAME}
 ) | _EVENT_CARRIERS
@@ -94,20 +108,17 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
         if facts.agent_name is None and attrs.get(sc.GEN_AI_AGENT_NAME):
             facts.agent_name = str(attrs[sc.GEN_AI_AGENT_NAME])
         elif span.name:
-            # an agent span that names no agent in its attributes (the Anthropic SDK's tool
-            # runner, ``anthropic.messages.tool_runner``): the name the span itself carries
-            op, _, rest = span.name.partition(" ")
-            facts.agent_name_fallback = (rest.strip() or None) if op in sc.AGENT_OPERATIONS else span.name
+            facts.agent_name_fallback = agent_name_fallback(span.name)
     elif stated == "tool":
-        _read_tool(span, attrs, facts)
+        if facts.tool is None:
+            facts.tool = tool_execution(span.name, attrs)
         if facts.tool is not None and span_events:
             _tool_io_from_events(span, facts.tool)
     elif stated == "retrieval":
         _read_retrieval(attrs, facts)
 
     if facts.model is None:
-        model = attrs.get(sc.GEN_AI_RESPONSE_MODEL) or attrs.get(sc.GEN_AI_REQUEST_MODEL)
-        facts.model = str(model) if model else None
+        facts.model = model_of(attrs)
 
     if has_messages:
         if facts.input_messages is None:
@@ -142,6 +153,18 @@ def read(span: ReadableSpan, attrs: Attributes, facts: SpanFacts, stated: Stated
             # Some emitters merge every step into one output message (text, then all tool calls,
             # then all results): the text parts alone are the final answer.
             facts.run_output = last_assistant_text(facts.output_messages)
+
+
+def agent_name_fallback(span_name: str) -> str | None:
+    """An agent span that names no agent in its attributes (the Anthropic SDK's tool runner,
+    ``anthropic.messages.tool_runner``): the name the span itself carries."""
+    op, _, rest = span_name.partition(" ")
+    return (rest.strip() or None) if op in sc.AGENT_OPERATIONS else span_name
+
+
+def model_of(attrs: Attributes) -> str | None:
+    model = attrs.get(sc.GEN_AI_RESPONSE_MODEL) or attrs.get(sc.GEN_AI_REQUEST_MODEL)
+    return str(model) if model else None
 
 
 def system_text(value: Any) -> str | None:
@@ -208,13 +231,17 @@ _CONTINUES = p.Continues(sc.GEN_AI_OUTPUT_MESSAGES, "finish_reason", _without_fi
 
 
 def _messages(value: Any, facts: SpanFacts, attr: str) -> list[Message]:
-    # (keyed by attribute)
-    messages = p.json_list_of(value, attr, _convert_messages,
-                              _CONTINUES if attr == sc.GEN_AI_INPUT_MESSAGES else None)
+    messages = messages_of(value, attr)
     if messages is None:
         facts.problem(f"{attr} is not a JSON list of messages")
         return []
     return messages
+
+
+def messages_of(value: Any, attr: str) -> list[Message] | None:
+    """The messages of attribute ``attr`` (input or output messages), None when the value is no
+    JSON list; read through the trace's memo, keyed by attribute."""
+    return p.json_list_of(value, attr, _convert_messages, _CONTINUES if attr == sc.GEN_AI_INPUT_MESSAGES else None)
 
 
 def _convert_messages(items: list[Any]) -> list[Message]:
@@ -259,13 +286,12 @@ def _split_reprs(text: str) -> list[str]:
     return [t for t in text.split("\n") if t.strip()]
 
 
-def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
-    if facts.tool is not None:
-        return
+def tool_execution(span_name: str, attrs: Attributes) -> ToolExecution:
+    """A tool span's call as executed, from its attributes (events aside: ``read``)."""
     tool = ToolExecution()
     name = attrs.get(sc.GEN_AI_TOOL_NAME)
-    if not name and span.name.startswith(sc.OP_EXECUTE_TOOL + " "):
-        name = span.name[len(sc.OP_EXECUTE_TOOL) + 1 :]
+    if not name and span_name.startswith(sc.OP_EXECUTE_TOOL + " "):
+        name = span_name[len(sc.OP_EXECUTE_TOOL) + 1 :]
     tool.name = str(name) if name else None
     call_id = attrs.get(sc.GEN_AI_TOOL_CALL_ID)
     tool.call_id = str(call_id) if call_id else None
@@ -281,7 +307,7 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
     status = attrs.get(sc.STRANDS_TOOL_STATUS)
     if tool.error is None and status is not None and str(status).lower() == "error":
         tool.error = p.result_error(tool.result) or (p.as_text(tool.result) if tool.has_result else None) or "error"
-    facts.tool = tool
+    return tool
 
 
 def _tool_io_from_events(span: ReadableSpan, tool: ToolExecution) -> None:

@@ -1,0 +1,293 @@
+"""The usual GenAI trace read straight into its Trajectory: ``assemble_trace``'s direct path.
+
+Most traces an instrumented app sends are one agent span (``invoke_agent``) with the model calls
+(``chat``) and tool runs (``execute_tool``) it made just below it, all of the OTel GenAI
+convention alone, each tool call under an id of its own. The general way reads every span with
+every convention into ``SpanFacts``, then matches the places a call is seen in
+(``assemble._CallBuilder``): for such a trace most of that answers questions the trace never
+asks. Here the same readers (``conventions.genai``, the trace's ``ReadMemo``) read each span
+once, straight into the run's LLM calls and tool calls.
+
+What is read here is what the general way reads, by the same functions; the matching is the
+general way's for calls that each have their own id. Whatever this path does not cover -- a span
+of another convention or of another role, events, an error status, a call without an id or
+with one seen twice, an echo or result the general way would match otherwise, a problem to
+report, a value left unread, text that may hold a lone surrogate -- gives ``None``, and the
+trace is read the general way (``tests/test_genai_direct.py`` holds the two to one result).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from otel_toolscore import assemble as _asm
+from otel_toolscore import semconv as sc
+from otel_toolscore.conventions import (
+    _GATE_NAMES,
+    _keys_of,
+    _lookup_attributes,
+    _memo,
+    _service_name,
+    _texts_may_hold_surrogates,
+    genai,
+    settle_tool_error,
+    stated_role,
+)
+from otel_toolscore.conventions.parsing import (
+    collect_unread,
+    stop_collecting,
+    system_from_messages,
+    tool_definitions_from,
+)
+from otel_toolscore.trajectory import LLMCall, Message, ToolCall, ToolResultPart, Trajectory
+
+_ERROR = StatusCode.ERROR
+
+
+class _Span:
+    """A span the direct path covers: what ``_plan`` found out about it."""
+
+    __slots__ = ("attrs", "expectations", "order", "role", "span")
+
+    def __init__(self, span: ReadableSpan, attrs: dict[str, Any], role: str, expectations: tuple[str, ...],
+                 order: int) -> None:
+        self.span, self.attrs, self.role, self.expectations, self.order = span, attrs, role, expectations, order
+
+
+def trajectories(trace_id: str, spans: Sequence[ReadableSpan]) -> list[Trajectory] | None:
+    """The trace's one trajectory, as ``assemble_trace`` builds it; None when this path does
+    not cover the trace (then nothing it read is kept)."""
+    unread: list[tuple[Any, str]] = []
+    token = collect_unread(unread)
+    memo, memo_token = _memo.begin()
+    try:
+        plan = _plan(spans)
+        out = _build(trace_id, *plan) if plan is not None else None
+    except Exception:  # noqa: BLE001 - _NotCovered, or a failure the general way records as a problem
+        out = None
+    finally:
+        _memo.reset(memo_token)
+        stop_collecting(token)
+    if out is None or unread:
+        return None
+    memo.keep_for_later_traces()
+    return [out]
+
+
+def _plan(spans: Sequence[ReadableSpan]) -> tuple[_Span, list[_Span]] | None:
+    """The agent span and the spans below it in walk order, when every span is one this path
+    reads: looked at before anything is read."""
+    agent: _Span | None = None
+    below: list[_Span] = []
+    for order, span in enumerate(spans):
+        ctx = span.context
+        status = span.status
+        name = span.name
+        if ctx is None or span.events or not name or not name.isascii() or name.startswith(_GATE_NAMES) \
+                or status is not None and (status.status_code is _ERROR or status.description):
+            return None
+        attrs = _lookup_attributes(span)
+        if type(attrs) is not dict:
+            return None
+        keys = _keys_of(attrs)
+        role = stated_role(keys.stated, attrs) if keys.direct_roles else None
+        if role is None or role not in keys.direct_roles \
+                or any(c.detect(span, attrs) is not None for c in keys.direct_others):
+            return None
+        one = _Span(span, attrs, role, keys.expectations, order)
+        if role == "agent":
+            if agent is not None or span.parent is not None:
+                return None
+            agent = one
+        else:
+            below.append(one)
+    if agent is None or not below:
+        return None
+    own = agent.span.context.span_id  # type: ignore[union-attr]  # (checked above)
+    ids = {own}
+    for one in below:
+        parent = one.span.parent
+        span_id = one.span.context.span_id  # type: ignore[union-attr]
+        if parent is None or parent.span_id != own or span_id in ids:
+            return None
+        ids.add(span_id)
+    below.sort(key=_start_order)  # the tree walk's order: (start time, input order)
+    return agent, below
+
+
+def _start_order(one: _Span) -> tuple[int, int]:
+    return one.span.start_time or 0, one.order
+
+
+def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None:
+    own_id = f"{agent.span.context.span_id:016x}"  # type: ignore[union-attr]
+    calls: dict[str, ToolCall] = {}
+    keys: dict[int, tuple[int, int]] = {}  # id(call) -> (anchor, creation order), as the general way sorts
+    results: list[tuple[ToolResultPart, ToolCall]] = []
+    steps: list[Any] = []
+    definitions: dict[str, Any] = {}
+    system: str | None = None
+    first_inputs: list[Message] | None = None
+    scope = _asm._Scope()
+    last: list[Message] | None = None  # the last model call's own history ...
+    echoed: dict[str, bool] = {}  # ... and the calls it echoed: id -> answered there
+    for one in below:
+        span, attrs = one.span, one.attrs
+        span_id = f"{span.context.span_id:016x}"  # type: ignore[union-attr]
+        start = span.start_time or 0
+        if one.role == "tool":
+            continue
+        given_in = _messages(attrs, sc.GEN_AI_INPUT_MESSAGES)
+        given_out = _messages(attrs, sc.GEN_AI_OUTPUT_MESSAGES)
+        if given_in is None and given_out is None:
+            return None
+        instructions = attrs.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS)
+        if system is None or not system:
+            system = genai.system_text(instructions) if instructions is not None else None
+            if system is None and given_in:
+                system = system_from_messages(given_in)
+        value = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
+        offered_defs = tool_definitions_from(value) if value is not None else None
+        if not _texts_may_hold_surrogates_of(attrs):
+            return None
+        inputs = list(given_in) if given_in else []
+        outputs = list(given_out) if given_out else []
+        if first_inputs is None and inputs:
+            first_inputs = inputs
+        history, continued = scope.own_history(inputs)
+        if last is not None and (continued or (len(last) <= len(history) and all(map(operator.is_, last, history)))):
+            new = history[len(last):]
+        else:
+            new, echoed = history, {}
+        for m in new:
+            for req in m.tool_calls:
+                call = calls.get(req.id) if req.id else None
+                if call is None or req.id in echoed or call.name != req.name or (
+                        call.arguments is not req.arguments
+                        and _asm._canon(call.arguments) != _asm._canon(req.arguments)):
+                    return None  # a call the general way would make of an echo, or match otherwise
+                echoed[req.id] = False  # type: ignore[index]
+                _asm._add_source(call, "history")
+            for part in m.tool_results:
+                call = calls.get(part.tool_call_id) if part.tool_call_id else None
+                if call is None or echoed.get(part.tool_call_id) is not False:  # type: ignore[arg-type]
+                    return None  # a result not paired with an echo before it in this input
+                echoed[part.tool_call_id] = True  # type: ignore[index]
+                results.append((part, call))
+        last = history
+        offered: list[str] | None = None
+        requested: list[str] = []
+        for m in outputs:
+            for req in m.tool_calls:
+                if not req.id or req.id in calls:
+                    return None
+                if offered is None and offered_defs:
+                    offered = [d.name for d in offered_defs]
+                call = calls[req.id] = ToolCall(
+                    id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
+                    arguments_error=_asm._args_error(req), llm_span_id=span_id, offered_tools=offered,
+                    sources=["llm_output"], start_time=start,
+                )
+                keys[id(call)] = (start, len(keys) + 1)
+                requested.append(req.id)
+        for d in offered_defs or ():
+            have = definitions.get(d.name)
+            if have is None or (have.parameters is None and d.parameters is not None):
+                definitions[d.name] = d
+        steps.append(LLMCall(
+            span_id=span_id, model=genai.model_of(attrs), input_messages=inputs, output_messages=outputs,
+            tool_definitions=list(offered_defs) if offered_defs else [], tool_call_ids=requested,
+            start_time=start, end_time=span.end_time or start,
+        ))
+    for one in below:
+        if one.role == "tool" and not _tool_span(one, calls):
+            return None
+    for part, call in results:  # (``_CallBuilder.finish``: the first result a call is given)
+        if "result_message" in call.sources:
+            continue
+        call.sources.append("result_message")
+        if not call.has_result:
+            call.result, call.result_raw, call.has_result = part.content, part.content_raw, True
+        if part.is_error and call.error is None:
+            call.error = _asm.as_text(part.content) or "error"
+    made = sorted(calls.values(), key=lambda c: keys[id(c)])
+    for call in made:
+        if call.name is not None and (call.name in sc.ANSWER_TOOLS or call.name.startswith(sc.ANSWER_TOOL_PREFIXES)):
+            return None  # a framework's answer tool: the general way takes it apart
+        if call.error is None and call.has_result:
+            call.error = _asm.result_error(call.result)
+    sort_keys = [(s.start_time or 0, -1) for s in steps]
+    steps.extend(made)
+    sort_keys.extend(keys[id(c)] for c in made)
+    steps = [steps[i] for i in sorted(range(len(steps)), key=sort_keys.__getitem__)]
+
+    span, attrs = agent.span, agent.attrs
+    name = attrs.get(sc.GEN_AI_AGENT_NAME)
+    start = span.start_time or 0
+    if not _texts_may_hold_surrogates_of(attrs):
+        return None
+    return Trajectory(
+        trace_id=trace_id,
+        span_id=own_id,
+        agent_name=str(name) if name else genai.agent_name_fallback(span.name),
+        service_name=_service_name(span),
+        input=_asm._last_user_text(first_inputs),
+        output=_asm._last_output(steps),
+        system_instructions=system or None,
+        steps=steps,
+        tool_definitions=list(definitions.values()),
+        conventions=[genai.NAME],
+        expectations={key: attrs[key] for key in agent.expectations},
+        problems=[],
+        start_time=start,
+        end_time=span.end_time or start,
+    )
+
+
+class _NotCovered(Exception):
+    """The trace is one the general way reads: raised where returning would take more lines."""
+
+
+def _messages(attrs: dict[str, Any], key: str) -> list[Message] | None:
+    """The messages of ``key``, None when the span has none."""
+    if key not in attrs:
+        return None
+    messages = genai.messages_of(attrs[key], key)
+    if messages is None:
+        raise _NotCovered(f"{key} is not a JSON list of messages")  # a problem the general way reports
+    return messages
+
+
+def _texts_may_hold_surrogates_of(attrs: dict[str, Any]) -> bool:
+    """True when no text of the span may hold a lone surrogate (asked after its texts were read:
+    the memo then knows a history's earlier part to be clean)."""
+    return not _texts_may_hold_surrogates(attrs.values())
+
+
+def _tool_span(one: _Span, calls: dict[str, ToolCall]) -> bool:
+    """The tool span's run added to the call of its id (``_CallBuilder.add_tool_span``); False
+    when the general way would match it otherwise."""
+    span, attrs = one.span, one.attrs
+    tool = genai.tool_execution(span.name, attrs)
+    if not _texts_may_hold_surrogates_of(attrs):
+        return False
+    call = calls.get(tool.call_id) if tool.call_id else None
+    if call is None or call.span_id is not None:
+        return False
+    settle_tool_error(tool)
+    call.span_id = f"{span.context.span_id:016x}"  # type: ignore[union-attr]
+    _asm._add_source(call, "tool_span")
+    if (call.arguments is None or call.arguments_error) and tool.arguments is not None:
+        call.arguments, call.arguments_raw, call.arguments_error = tool.arguments, tool.arguments_raw, None
+    elif call.arguments is None and call.arguments_raw is None:
+        call.arguments_raw, call.arguments_error = tool.arguments_raw, tool.arguments_error
+    if tool.has_result:
+        call.result, call.result_raw, call.has_result = tool.result, tool.result_raw, True
+    if tool.error and call.error is None:
+        call.error = tool.error
+    return True
