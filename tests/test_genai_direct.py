@@ -1,0 +1,259 @@
+"""The direct path for the usual GenAI trace (``otel_toolscore._genai_direct``) gives exactly the
+trajectories the general way gives (``read_trace`` → ``SpanFacts`` → ``_CallBuilder``).
+
+Checked on every recorded trace (fixtures and conformance captures), the shared real
+conversations (in order: a turn's trace extends the history of the turn before), synthetic runs,
+and random chat histories that grow, repeat, shrink, fork and restart, with tool results,
+reused and missing call ids and tool spans in between: the trajectories' JSON, each trace read
+both ways, equal; and the direct path taken where it should be.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
+
+from benchmarks.throughput import synthetic
+from benchmarks.workload import SpanSpec, fixture_runs, readable_run
+from otel_toolscore import _genai_direct, read_otlp_json
+from otel_toolscore.assemble import assemble_trace
+from otel_toolscore.conventions.parsing import forget_earlier_traces
+
+_REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld" / "tau_airline"
+
+
+@contextmanager
+def _direct(enabled: bool, taken: list[int] | None = None) -> Iterator[None]:
+    """The direct path on (counting into ``taken`` the traces it read) or off."""
+    real = _genai_direct.trajectories
+
+    def counted(trace_id: str, spans: Sequence[ReadableSpan]) -> Any:
+        out = real(trace_id, spans)
+        if taken is not None and out is not None:
+            taken.append(1)
+        return out
+
+    _genai_direct.trajectories = counted if enabled else (lambda trace_id, spans: None)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _genai_direct.trajectories = real  # type: ignore[assignment]
+
+
+def _dumps(traces: Sequence[Sequence[ReadableSpan]], direct: bool, taken: list[int] | None = None) -> list[list[str]]:
+    """Each trace's trajectories as JSON, read in order (what earlier traces read is forgotten first)."""
+    forget_earlier_traces()
+    with _direct(direct, taken):
+        return [[t.model_dump_json() for t in assemble_trace(f"{i:032x}", spans)] for i, spans in enumerate(traces)]
+
+
+def _both_ways(traces: Sequence[Sequence[ReadableSpan]]) -> int:
+    """Asserts both ways read every trace alike; the number of traces the direct path read."""
+    taken: list[int] = []
+    general = _dumps(traces, direct=False)
+    direct = _dumps(traces, direct=True, taken=taken)
+    different = [i for i, (a, b) in enumerate(zip(general, direct)) if a != b]
+    assert not different, f"traces read differently: {different[:10]}"
+    return len(taken)
+
+
+def test_recorded_traces_read_alike_both_ways() -> None:
+    traces = [spans for _, spans in fixture_runs()]
+    assert len(traces) > 100
+    # the direct path reads some of them (plain GenAI runs), the general way the rest
+    assert 0 < _both_ways(traces) < len(traces)
+
+
+@pytest.mark.skipif(not _REALWORLD.is_dir(), reason="needs ../shared/realworld")
+def test_real_conversations_read_alike_both_ways() -> None:
+    traces: list[list[ReadableSpan]] = []
+    for path in sorted(_REALWORLD.glob("*.json")):
+        by_trace: dict[int, list[ReadableSpan]] = {}
+        for span in read_otlp_json(path):
+            by_trace.setdefault(span.context.trace_id, []).append(span)  # type: ignore[union-attr]
+        traces.extend(by_trace.values())
+    assert len(traces) == 592
+    assert _both_ways(traces) >= 550  # (a few reuse a call id, or echo a call no output made)
+
+
+def test_synthetic_runs_read_alike_both_ways_all_directly() -> None:
+    traces = synthetic(10, 600, seed0=4242) + synthetic(3, 20, seed0=7) + synthetic(60, 10, seed0=77)
+    assert _both_ways(traces) == len(traces)
+
+
+# --- random histories ---------------------------------------------------------------------------
+
+_TOOLS = ("get_weather", "get_flights")
+_DEFINITIONS = json.dumps([{"type": "function", "name": n, "parameters": {"type": "object"}} for n in _TOOLS])
+
+
+def _text(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+
+@st.composite
+def _runs(draw: Any) -> list[SpanSpec]:
+    """An agent span over chat spans (and tool spans) whose input histories change from one to the
+    next the ways real apps change them: grown by the model's output and the tools' results,
+    repeated, cut back, forked from an earlier point, started again; call ids fresh, reused or
+    missing; results paired with their calls, with unknown ids, or without ids."""
+    agent_attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
+    if draw(st.booleans()):
+        agent_attrs["gen_ai.agent.name"] = "helper"
+    if draw(st.booleans()):
+        agent_attrs["toolscore.expected_tool"] = "get_weather"
+    specs = [SpanSpec("invoke_agent helper", SpanKind.INTERNAL, agent_attrs, None)]
+    history: list[dict[str, Any]] = [_text("system", "Be brief."), _text("user", "Weather in Oslo?")]
+    ids: list[str] = []
+    fresh = 0
+    for step in range(draw(st.integers(1, 6))):
+        calls = []
+        for _ in range(draw(st.integers(0, 2))):
+            how = draw(st.sampled_from(["fresh"] * 6 + ["reuse", "none"]))
+            if how == "reuse" and ids:
+                call_id: str | None = draw(st.sampled_from(ids))
+            elif how == "none":
+                call_id = None
+            else:
+                fresh += 1
+                call_id = f"call_{fresh}"
+                ids.append(call_id)
+            args = {"location": draw(st.sampled_from(["Oslo", "Rome"]))}
+            part = {"type": "tool_call", "name": draw(st.sampled_from(_TOOLS)), "arguments": args}
+            if call_id is not None:
+                part["id"] = call_id
+            calls.append(part)
+        parts = calls or [{"type": "text", "content": draw(st.sampled_from(["Done.", "It is sunny."]))}]
+        output = {"role": "assistant", "parts": parts}
+        if draw(st.booleans()):
+            output["finish_reason"] = "tool_calls" if calls else "stop"
+        chat: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                "gen_ai.input.messages": json.dumps(history, separators=(",", ":")),
+                                "gen_ai.output.messages": json.dumps([output], separators=(",", ":"))}
+        if draw(st.booleans()):
+            chat["gen_ai.tool.definitions"] = _DEFINITIONS
+        specs.append(SpanSpec("chat m", SpanKind.CLIENT, chat, 0))
+        results = []
+        for part in calls:
+            result = draw(st.sampled_from(['{"temperature": 20}', "Error: no such city", "sunny"]))
+            # (mostly the call's own id; else an unknown one, none, or an earlier call's)
+            target = part.get("id") if draw(st.integers(0, 7)) else draw(st.sampled_from(["call_x", None, *ids]))
+            if draw(st.booleans()):  # the tool's own span
+                tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": part["name"],
+                        "gen_ai.tool.call.arguments": json.dumps(part["arguments"]), "gen_ai.tool.call.result": result}
+                if target is not None:
+                    tool["gen_ai.tool.call.id"] = target
+                specs.append(SpanSpec(f"execute_tool {part['name']}", SpanKind.INTERNAL, tool, 0))
+            response: dict[str, Any] = {"type": "tool_call_response", "response": result}
+            if target is not None:
+                response["id"] = target
+            results.append(response)
+        change = draw(st.sampled_from(["grow", "grow", "grow", "echo", "repeat", "shrink", "shrink", "fork", "restart", "user"]))
+        if change in ("grow", "echo"):
+            if change == "echo" and calls:  # an app that echoes a call otherwise than it was made
+                i = draw(st.integers(0, len(calls) - 1))
+                altered = {**calls[i], **({"arguments": {"location": "Lima"}} if draw(st.booleans())
+                                          else {"name": "get_time"})}
+                parts = [*calls[:i], altered, *calls[i + 1:]]
+            history = [*history, {"role": "assistant", "parts": parts}]
+            if results:
+                history.append({"role": "tool", "parts": results})
+        elif change == "shrink" and len(history) > 2:
+            history = history[: draw(st.integers(2, len(history) - 1))]
+        elif change == "fork":
+            history = [*history[: draw(st.integers(1, len(history)))], _text("user", f"And step {step}?")]
+        elif change == "restart":
+            history = [_text("system", "Be brief."), _text("user", f"New question {step}")]
+        elif change == "user":
+            history = [*history, {"role": "assistant", "parts": parts}, _text("user", "Thanks, and Rome?")]
+    for i, s in enumerate(specs):
+        if s.parent is not None:
+            specs[s.parent].children.append(i)
+    return specs
+
+
+@settings(max_examples=500, deadline=None)
+@given(_runs(), st.booleans())
+def test_random_histories_read_alike_both_ways(specs: list[SpanSpec], sdk_attributes: bool) -> None:
+    _both_ways([readable_run(specs, trace_id=1, sdk_attributes=sdk_attributes)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_runs(), _runs())
+def test_random_histories_read_alike_both_ways_after_another_trace(first: list[SpanSpec], then: list[SpanSpec]) -> None:
+    # a later trace may extend what an earlier one read (kept between traces)
+    _both_ways([readable_run(first, trace_id=1), readable_run(then, trace_id=2)])
+
+
+def test_random_histories_take_the_direct_path_often() -> None:
+    """The random histories exercise the direct path, not only the general way."""
+    taken: list[int] = []
+    examples: list[list[SpanSpec]] = []
+
+    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
+    @given(_runs())
+    def collect(specs: list[SpanSpec]) -> None:
+        examples.append(specs)
+
+    collect()
+    _dumps([readable_run(s, trace_id=i + 1) for i, s in enumerate(examples)], direct=True, taken=taken)
+    assert len(taken) > len(examples) // 4
+
+
+# --- the cases the direct path must leave to the general way, each shown once -------------------
+
+
+def _call(call_id: str, location: str = "Oslo") -> dict[str, Any]:
+    return {"type": "tool_call", "id": call_id, "name": "get_weather", "arguments": {"location": location}}
+
+
+def _result(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id, "response": '{"t": 20}'}]}
+
+
+def _trace(*chats: tuple[list[dict[str, Any]], list[dict[str, Any]]], tools: Sequence[str] = ()) -> list[ReadableSpan]:
+    """An agent span over chat spans of (input history, output parts), then a tool span per id."""
+    specs = [SpanSpec("invoke_agent a", SpanKind.INTERNAL, {"gen_ai.operation.name": "invoke_agent",
+                                                             "gen_ai.agent.name": "a"}, None)]
+    for history, parts in chats:
+        specs.append(SpanSpec("chat m", SpanKind.CLIENT, {
+            "gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(history),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": parts}])}, 0))
+    for call_id in tools:
+        specs.append(SpanSpec("execute_tool get_weather", SpanKind.INTERNAL, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.result": '{"t": 21}'}, 0))
+    specs[0].children = list(range(1, len(specs)))
+    return readable_run(specs, trace_id=1)
+
+
+_ASK = [_text("system", "s"), _text("user", "Weather?")]
+_ASKED = [*_ASK, {"role": "assistant", "parts": [_call("c1")]}, _result("c1")]
+_DONE = [{"type": "text", "content": "20 degrees."}]
+
+
+@pytest.mark.parametrize(("spans", "direct"), [
+    (_trace((_ASK, [_call("c1")]), (_ASKED, _DONE), tools=["c1"]), True),
+    # a history cut back, still holding the result: read again, the result counted once
+    (_trace((_ASK, [_call("c1")]), ([*_ASKED, _text("assistant", "Checking.")], _DONE), (_ASKED, _DONE)), True),
+    # the call echoed with other arguments: another call for the general way
+    (_trace((_ASK, [_call("c1")]), ([*_ASK, {"role": "assistant", "parts": [_call("c1", "Lima")]}, _result("c1")],
+                                    _DONE)), False),
+    # two tool spans for one call
+    (_trace((_ASK, [_call("c1")]), (_ASKED, _DONE), tools=["c1", "c1"]), False),
+    # a call id made twice
+    (_trace((_ASK, [_call("c1")]), (_ASKED, [_call("c1")])), False),
+    # a result for a call its input does not echo
+    (_trace((_ASK, [_call("c1")]), ([*_ASK, _result("c1")], _DONE)), False),
+])
+def test_the_general_way_reads_what_the_direct_path_leaves(spans: list[ReadableSpan], direct: bool) -> None:
+    assert _both_ways([spans]) == (1 if direct else 0)
