@@ -144,8 +144,8 @@ def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None
             continue
         given_in = _messages(attrs, sc.GEN_AI_INPUT_MESSAGES)
         given_out = _messages(attrs, sc.GEN_AI_OUTPUT_MESSAGES)
-        if given_in is None and given_out is None:
-            return None
+        if not (given_in or given_out):
+            return None  # (no message: the general way looks for content it did not read)
         instructions = attrs.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS)
         if system is None or not system:
             system = genai.system_text(instructions) if instructions is not None else None

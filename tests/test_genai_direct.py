@@ -141,6 +141,20 @@ def _runs(draw: Any) -> list[SpanSpec]:
                                 "gen_ai.output.messages": json.dumps([output], separators=(",", ":"))}
         if draw(st.booleans()):
             chat["gen_ai.tool.definitions"] = _DEFINITIONS
+        # (now and then: no input or output attribute, an empty list, instructions apart)
+        odd = draw(st.sampled_from([None] * 12 + ["no input", "no output", "empty input", "empty output", "empty",
+                                                   "instructions", "empty instructions"]))
+        if odd == "no input":
+            del chat["gen_ai.input.messages"]
+        elif odd == "no output":
+            del chat["gen_ai.output.messages"]
+        elif odd in ("empty input", "empty output", "empty"):
+            for key in ("gen_ai.input.messages", "gen_ai.output.messages"):
+                if odd == "empty" or odd.endswith(key.split(".")[1]):
+                    chat[key] = "[]"
+        elif odd is not None:
+            chat["gen_ai.system_instructions"] = "" if odd == "empty instructions" else json.dumps(
+                [{"type": "text", "content": "Answer in French."}])
         specs.append(SpanSpec("chat m", SpanKind.CLIENT, chat, 0))
         results = []
         for part in calls:
@@ -227,7 +241,7 @@ def _trace(*chats: tuple[list[dict[str, Any]], list[dict[str, Any]]], tools: Seq
     for history, parts in chats:
         specs.append(SpanSpec("chat m", SpanKind.CLIENT, {
             "gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(history),
-            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": parts}])}, 0))
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": parts}] if parts else [])}, 0))
     for call_id in tools:
         specs.append(SpanSpec("execute_tool get_weather", SpanKind.INTERNAL, {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.id": call_id,
@@ -252,6 +266,8 @@ _DONE = [{"type": "text", "content": "20 degrees."}]
     (_trace((_ASK, [_call("c1")]), (_ASKED, _DONE), tools=["c1", "c1"]), False),
     # a call id made twice
     (_trace((_ASK, [_call("c1")]), (_ASKED, [_call("c1")])), False),
+    # a model call with empty lists of messages: a problem the general way reports
+    (_trace(([], [])), False),
     # a result for a call its input does not echo
     (_trace((_ASK, [_call("c1")]), ([*_ASK, _result("c1")], _DONE)), False),
 ])
