@@ -52,11 +52,12 @@ _ERROR = StatusCode.ERROR
 class _Span:
     """A span the direct path covers: what ``_plan`` found out about it."""
 
-    __slots__ = ("attrs", "expectations", "order", "role", "span")
+    __slots__ = ("attrs", "expectations", "order", "role", "span", "start")
 
     def __init__(self, span: ReadableSpan, attrs: dict[str, Any], role: str, expectations: tuple[str, ...],
                  order: int) -> None:
         self.span, self.attrs, self.role, self.expectations, self.order = span, attrs, role, expectations, order
+        self.start: int = span.start_time or 0
 
 
 def trajectories(trace_id: str, spans: Sequence[ReadableSpan]) -> list[Trajectory] | None:
@@ -97,7 +98,7 @@ def _plan(spans: Sequence[ReadableSpan]) -> tuple[_Span, list[_Span]] | None:
         keys = _keys_of(attrs)
         role = stated_role(keys.stated, attrs) if keys.direct_roles else None
         if role is None or role not in keys.direct_roles \
-                or any(c.detect(span, attrs) is not None for c in keys.direct_others):
+                or keys.direct_others and any(c.detect(span, attrs) is not None for c in keys.direct_others):
             return None
         one = _Span(span, attrs, role, keys.expectations, order)
         if role == "agent":
@@ -116,12 +117,11 @@ def _plan(spans: Sequence[ReadableSpan]) -> tuple[_Span, list[_Span]] | None:
         if parent is None or parent.span_id != own or span_id in ids:
             return None
         ids.add(span_id)
-    below.sort(key=_start_order)  # the tree walk's order: (start time, input order)
+    below.sort(key=_START_ORDER)  # the tree walk's order
     return agent, below
 
 
-def _start_order(one: _Span) -> tuple[int, int]:
-    return one.span.start_time or 0, one.order
+_START_ORDER = operator.attrgetter("start", "order")
 
 
 def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None:
