@@ -39,7 +39,9 @@ from otel_toolscore.conventions import (
     stated_role,
 )
 from otel_toolscore.conventions.parsing import (
+    as_text,
     collect_unread,
+    result_error,
     stop_collecting,
     system_from_messages,
     tool_definitions_from,
@@ -138,10 +140,10 @@ def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None
     echoed: dict[str, bool] = {}  # ... and the calls it echoed: id -> answered there
     for one in below:
         span, attrs = one.span, one.attrs
-        span_id = f"{span.context.span_id:016x}"  # type: ignore[union-attr]
-        start = span.start_time or 0
         if one.role == "tool":
             continue
+        span_id = f"{span.context.span_id:016x}"  # type: ignore[union-attr]
+        start = one.start
         given_in = _messages(attrs, sc.GEN_AI_INPUT_MESSAGES)
         given_out = _messages(attrs, sc.GEN_AI_OUTPUT_MESSAGES)
         if not (given_in or given_out):
@@ -153,7 +155,7 @@ def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None
                 system = system_from_messages(given_in)
         value = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
         offered_defs = tool_definitions_from(value) if value is not None else None
-        if not _texts_may_hold_surrogates_of(attrs):
+        if not _clean(attrs):
             return None
         inputs = list(given_in) if given_in else []
         outputs = list(given_out) if given_out else []
@@ -214,13 +216,13 @@ def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None
         if not call.has_result:
             call.result, call.result_raw, call.has_result = part.content, part.content_raw, True
         if part.is_error and call.error is None:
-            call.error = _asm.as_text(part.content) or "error"
+            call.error = as_text(part.content) or "error"
     made = sorted(calls.values(), key=lambda c: keys[id(c)])
     for call in made:
         if call.name is not None and (call.name in sc.ANSWER_TOOLS or call.name.startswith(sc.ANSWER_TOOL_PREFIXES)):
             return None  # a framework's answer tool: the general way takes it apart
         if call.error is None and call.has_result:
-            call.error = _asm.result_error(call.result)
+            call.error = result_error(call.result)
     sort_keys = [(s.start_time or 0, -1) for s in steps]
     steps.extend(made)
     sort_keys.extend(keys[id(c)] for c in made)
@@ -229,7 +231,7 @@ def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None
     span, attrs = agent.span, agent.attrs
     name = attrs.get(sc.GEN_AI_AGENT_NAME)
     start = span.start_time or 0
-    if not _texts_may_hold_surrogates_of(attrs):
+    if not _clean(attrs):
         return None
     return Trajectory(
         trace_id=trace_id,
@@ -263,7 +265,7 @@ def _messages(attrs: dict[str, Any], key: str) -> list[Message] | None:
     return messages
 
 
-def _texts_may_hold_surrogates_of(attrs: dict[str, Any]) -> bool:
+def _clean(attrs: dict[str, Any]) -> bool:
     """True when no text of the span may hold a lone surrogate (asked after its texts were read:
     the memo then knows a history's earlier part to be clean)."""
     return not _texts_may_hold_surrogates(attrs.values())
@@ -274,7 +276,7 @@ def _tool_span(one: _Span, calls: dict[str, ToolCall]) -> bool:
     when the general way would match it otherwise."""
     span, attrs = one.span, one.attrs
     tool = genai.tool_execution(span.name, attrs)
-    if not _texts_may_hold_surrogates_of(attrs):
+    if not _clean(attrs):
         return False
     call = calls.get(tool.call_id) if tool.call_id else None
     if call is None or call.span_id is not None:
