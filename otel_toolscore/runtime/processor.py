@@ -91,7 +91,7 @@ class _Held:
 
     def pack(self) -> None:
         span = self.span
-        if not self.released and span is not None and type(span) is not tuple:
+        if not self.released and type(span) is not tuple:
             packed = pack_held(span)  # type: ignore[arg-type]
             if packed is not None:
                 # one store: a thread releasing it meanwhile reads either form, both whole
