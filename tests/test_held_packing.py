@@ -257,3 +257,33 @@ def test_a_packed_held_span_is_forwarded_once_rebuilt() -> None:
         held.pack()  # released: nothing left to pack
     finally:
         proc.shutdown()
+
+
+def test_a_released_held_span_is_let_go_unless_its_run_is_still_to_be_scored() -> None:
+    """The timer's list keeps a released hold until its deadline comes round: a span released
+    with its scores (or with its run dropped) must not stay alive that long on the app's heap.
+    One the timer released at its deadline is kept: its run is scored later, and ``_apply`` reads
+    it then."""
+    shape = {"name": "invoke_agent a", "kind": SpanKind.INTERNAL,
+             "attributes": {"gen_ai.operation.name": "invoke_agent"}, "events": [], "links": [], "status": None,
+             "parent": None, "limits": None, "resource": {"service.name": "s"}, "scope": ("s", "1", None, None),
+             "times": None}
+    down = _Collect()
+    proc = ToolScoreSpanProcessor(down)
+    try:
+        for pack in (False, True):
+            span = _make(shape)
+            done = _Held(span, span.context.span_id, time.monotonic() + 60)
+            expired = _Held(span, span.context.span_id, time.monotonic() + 60)
+            if pack:
+                done.pack()
+                expired.pack()
+            assert proc._release(done) and done.span is None and done.readable() is None
+            assert not proc._release(done)  # still exactly once
+            proc._release_expired(expired)
+            kept = expired.readable()
+            assert kept is not None and kept.to_json() == span.to_json()
+            assert [out.to_json() for out in down.ended[-2:]] == [span.to_json()] * 2
+        assert len(down.ended) == 4 and proc.stats["holds_expired"] == 2
+    finally:
+        proc.shutdown()

@@ -79,9 +79,12 @@ class _Held:
     """An agent-like span waiting for its scores. ``released`` makes forwarding exactly-once.
 
     Once its run has left the app's queue (handed to the child, or packed in a backlog) the span
-    is kept packed (``pack``, ``_handoff.pack_held``), rebuilt when it is released."""
+    is kept packed (``pack``, ``_handoff.pack_held``), rebuilt when it is released. Once released
+    it is let go (``None``), unless its run may still be scored (``_release(keep=True)``): the
+    timer's list of holds keeps a released hold until its deadline comes round, and the app's
+    garbage collector would walk the span (~12 objects) in every full collection until then."""
 
-    span: ReadableSpan | PackedSpan
+    span: ReadableSpan | PackedSpan | None
     span_id: int
     deadline: float
     released: bool = False
@@ -94,7 +97,8 @@ class _Held:
                 # one store: a thread releasing it meanwhile reads either form, both whole
                 self.span = packed
 
-    def readable(self) -> ReadableSpan:
+    def readable(self) -> ReadableSpan | None:
+        """The span; None once released and let go (``_apply`` then finds it among the run's)."""
         span = self.span  # read once (see pack)
         return unpack_held(span) if type(span) is tuple else span  # type: ignore[arg-type, return-value]
 
@@ -765,15 +769,19 @@ class ToolScoreSpanProcessor(SpanProcessor):
             logger.warning("otel-toolscore: counting drops failed", exc_info=True)
 
     def _release(self, held: _Held, extra: dict[str, AttributeValue] | None = None,
-                 span: ReadableSpan | None = None) -> bool:
+                 span: ReadableSpan | None = None, keep: bool = False) -> bool:
         """Forward a held span exactly once, with the scores' attributes when there are any
-        (``span``: the held span already rebuilt, when it was packed)."""
+        (``span``: the held span already rebuilt, when it was packed). ``keep``: its run is still
+        to be scored, and ``_apply`` reads the span then; else it is let go."""
         with self._release_lock:
             if held.released:
                 return False
             held.released = True
         if span is None:
             span = held.readable()
+            assert span is not None  # let go only by its release, which is this one
+        if not keep:
+            held.span = None
         if extra:
             try:
                 span = with_attributes(span, extra)
@@ -857,7 +865,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         return True
 
     def _release_expired(self, held: _Held) -> None:
-        if self._release(held):
+        if self._release(held, keep=True):
             self.stats["holds_expired"] += 1
 
     @staticmethod
