@@ -4,7 +4,7 @@ A child with ``_SPREAD_AT`` runs in flight has another started beside it (by a t
 own: the sender goes on meanwhile), and each batch goes to the child with the fewest runs in
 flight. The processor's guarantees hold across the two: every run answered once, a dead
 child's runs (and only its) counted lost and their spans forwarded, shutdown stops both, and at
-most ``MAX_CHILDREN`` run."""
+most ``MAX_CHILDREN`` run, and no more than the cores the app may use."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ def _loads(remote: Any) -> list[int]:
 @pytest.fixture
 def spread_at_two(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_scoring_process, "_SPREAD_AT", 2)
+    monkeypatch.setattr(_scoring_process, "_cores", lambda: 2)  # whatever this machine has
 
 
 @pytest.mark.usefixtures("spread_at_two")
@@ -109,5 +110,25 @@ def test_one_of_two_children_killed_loses_only_its_runs() -> None:
         outcomes = _outcomes(p)
         assert outcomes[("slow", "scored")] == scored and outcomes[("slow", OUTCOME_DIED)] == lost
         assert remote.pids[0] == survivor
+    finally:
+        p.processor.shutdown()
+
+
+@pytest.mark.usefixtures("spread_at_two")
+def test_one_core_one_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scoring_process, "_cores", lambda: 1)
+    p, tracer = _setup([Slow(0.2)], hold_timeout=60.0)
+    remote = p.processor._remote
+    assert remote is not None
+    try:
+        for _ in range(3):
+            weather_run(tracer)
+        _wait(lambda: sum(_loads(remote)) >= 2)
+        for _ in range(4):  # each batch finds the child busy
+            weather_run(tracer)
+            time.sleep(0.05)
+        assert p.processor.force_flush(60_000)
+        assert len(remote.pids) == 1 and remote.stats["started"] == 1
+        assert len(_agents(p)) == 7
     finally:
         p.processor.shutdown()

@@ -50,8 +50,10 @@ _MAX_BACKOFF_S = 60.0
 #: runs in one message to the child: enough to share a write and a wake-up, few enough that
 #: the first answers of a batch come back soon
 MAX_BATCH = 64
-#: scoring processes at most: one scores ~1,100 ten-span runs/s, and a run waits behind every run
-#: its child has in hand, so a second one takes the runs a busy first one would queue
+#: scoring processes at most (and no more than the cores this process may use: a second child
+#: on one core only takes turns with the first): one scores ~1,100 ten-span runs/s, and a run
+#: waits behind every run its child has in hand, so a second one takes the runs a busy first
+#: one would queue
 MAX_CHILDREN = 2
 #: runs in flight in the least busy child (~50 ms of scoring) at which another one starts
 _SPREAD_AT = 48
@@ -104,6 +106,12 @@ def _close(pipe: Pipe) -> None:
 
 def _load(child: _Child) -> int:
     return child.inflight
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _spec(settings: ToolScoreSettings, code_scorers: Sequence[Any]) -> bytes:
@@ -242,7 +250,8 @@ class ScoringProcess:
                 return None
             child = min(self._children, key=_load, default=None)
             spread = (child is not None and child.inflight >= _SPREAD_AT and not self._starting
-                      and len(self._children) < MAX_CHILDREN and time.monotonic() >= self._not_before)
+                      and len(self._children) < min(MAX_CHILDREN, _cores())
+                      and time.monotonic() >= self._not_before)
             if spread:
                 self._starting = True
         if spread:
