@@ -1,8 +1,8 @@
 """scoring="process" with a second scoring process beside a busy first one.
 
-A child with ``_SPREAD_AT`` runs in flight has another started beside it (by a thread of its
-own: the sender goes on meanwhile), and each batch goes to the child with the fewest runs in
-flight. The processor's guarantees hold across the two: every run answered once, a dead
+A child with ``_SPREAD_AT`` runs in flight, or one so busy that a batch waited
+``_SPREAD_AFTER_S`` for the sender, has another started beside it (by a thread of its own: the
+sender goes on meanwhile), and each batch goes to the child with the fewest runs in flight. The processor's guarantees hold across the two: every run answered once, a dead
 child's runs (and only its) counted lost and their spans forwarded, shutdown stops both, and at
 most ``MAX_CHILDREN`` run, and no more than the cores the app may use."""
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from otel_toolscore.runtime._scoring_process import OUTCOME_DIED
 from tests.support.pipeline import id_counts
 from tests.support.spans import weather_run
 from tests.test_process_mode import Slow, _agents, _gone, _outcomes, _setup, _wait_gone
+from tests.test_process_mode_backlog import _big_run
 
 
 def _wait(condition: Any, seconds: float = 60.0) -> None:
@@ -130,5 +132,33 @@ def test_one_core_one_child(monkeypatch: pytest.MonkeyPatch) -> None:
         assert p.processor.force_flush(60_000)
         assert len(remote.pids) == 1 and remote.stats["started"] == 1
         assert len(_agents(p)) == 7
+    finally:
+        p.processor.shutdown()
+
+
+def test_batches_waiting_for_a_busy_child_start_another(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Few runs in flight (each is larger than the pipe holds), but the sender's write waits for
+    # the child scoring the first: the batches behind it wait, and that starts another.
+    monkeypatch.setattr(_scoring_process, "_SPREAD_AT", 10**9)
+    monkeypatch.setattr(_scoring_process, "_cores", lambda: 2)
+    p, tracer = _setup([Slow(3.0, marker=str(tmp_path / "slow"))], hold_timeout=60.0)
+    remote = p.processor._remote
+    assert remote is not None
+    try:
+        blob = "x" * 300_000
+        _big_run(tracer, blob)
+        _wait(lambda: (tmp_path / "slow").exists())  # the first child is scoring it, for 3 s
+        runs = 1
+        deadline = time.monotonic() + 60
+        while len(remote.pids) < 2:  # (no child ever has _SPREAD_AT runs in flight)
+            assert time.monotonic() < deadline
+            _big_run(tracer, blob)
+            runs += 1
+            time.sleep(0.05)
+        _big_run(tracer, blob)  # the new child takes it, and the rest
+        runs += 1
+        assert p.processor.force_flush(60_000)
+        assert remote.stats == {"started": 2, "died": 0, "runs_lost": 0}
+        assert len(_agents(p)) == runs and max(id_counts(p.exported()).values()) == 1
     finally:
         p.processor.shutdown()

@@ -55,8 +55,12 @@ MAX_BATCH = 64
 #: waits behind every run its child has in hand, so a second one takes the runs a busy first
 #: one would queue
 MAX_CHILDREN = 2
-#: runs in flight in the least busy child (~50 ms of scoring) at which another one starts
+#: another child starts when the least busy one has this many runs in flight (~50 ms of
+#: scoring), or when a batch waited this long (s) for the sender, whose write waits for a child
+#: that has not read the batch before (the pipe holds only a few runs: most of a busy child's
+#: backlog waits as batches, not in flight)
 _SPREAD_AT = 48
+_SPREAD_AFTER_S = 0.02
 
 #: (what the caller sends and gets back, trace id, whether the trajectory is wanted, spans)
 Run = tuple[Any, int, bool, Sequence[ReadableSpan]]
@@ -70,6 +74,7 @@ class Batch:
     seqs: list[int]
     payload: bytes
     refused: set[int]  # the seqs of runs that could not be encoded (not in the payload)
+    encoded_at: float  # time.monotonic()
 
 
 class ScoringProcessError(ValueError):
@@ -154,6 +159,7 @@ class ScoringProcess:
         self._seq = itertools.count()
         self._children: list[_Child] = []  # running, the first started first
         self._starting = False  # another child is being started (``_start_another``)
+        self._ready_at = 0.0  # when the last child started was ready (monotonic)
         self._receivers: list[threading.Thread] = []
         self._closed = False
         self._backoff = 0.0
@@ -181,7 +187,7 @@ class ScoringProcess:
         with self._lock:
             seqs = [next(self._seq) for _ in runs]
         payload, refused = self._encode(runs, seqs)
-        return Batch([run[0] for run in runs], seqs, payload, refused)
+        return Batch([run[0] for run in runs], seqs, payload, refused, time.monotonic())
 
     def send(self, runs: Sequence[Run]) -> list[Any]:
         """``deliver(encode(runs))``."""
@@ -194,7 +200,7 @@ class ScoringProcess:
         items, seqs, refused = batch.items, batch.seqs, batch.refused
         if not items:
             return []
-        child = self._running_child()
+        child = self._running_child(batch.encoded_at)
         if child is None:
             return list(items)
         with self._lock:
@@ -242,16 +248,20 @@ class ScoringProcess:
                     refused.add(row[0])
             return _handoff.encode_runs(good), refused
 
-    def _running_child(self) -> _Child | None:
+    def _running_child(self, encoded_at: float) -> _Child | None:
         """The running child with the fewest runs in flight (a new one when none runs). When even
-        that one has ``_SPREAD_AT``, another starts beside the sender, which goes on meanwhile."""
+        that one is busy (``_SPREAD_AT``, ``_SPREAD_AFTER_S``: a batch encoded at ``encoded_at``
+        waited since, or since the last child was ready, if later), another starts beside the
+        sender, which goes on meanwhile."""
         with self._lock:
             if self._closed:
                 return None
             child = min(self._children, key=_load, default=None)
-            spread = (child is not None and child.inflight >= _SPREAD_AT and not self._starting
-                      and len(self._children) < min(MAX_CHILDREN, _cores())
-                      and time.monotonic() >= self._not_before)
+            now = time.monotonic()
+            busy = child is not None and (child.inflight >= _SPREAD_AT
+                                          or now - max(encoded_at, self._ready_at) >= _SPREAD_AFTER_S)
+            spread = (busy and not self._starting and len(self._children) < min(MAX_CHILDREN, _cores())
+                      and now >= self._not_before)
             if spread:
                 self._starting = True
         if spread:
@@ -316,6 +326,7 @@ class ScoringProcess:
             else:
                 stale = None
                 self._children = [*self._children, child]  # a new list: ``pid`` reads it unlocked
+                self._ready_at = time.monotonic()
         if stale is not None:
             self._kill(stale)
             stale.close_ends()
