@@ -258,8 +258,10 @@ class ScoringProcess:
                 return None
             child = min(self._children, key=_load, default=None)
             now = time.monotonic()
-            busy = child is not None and (child.inflight >= _SPREAD_AT
-                                          or now - max(encoded_at, self._ready_at) >= _SPREAD_AFTER_S)
+            # (a batch that waited while its child had nothing in flight waited for the sender's
+            # own turn on a busy machine, not for a child)
+            busy = child is not None and (child.inflight >= _SPREAD_AT or (
+                child.inflight > 0 and now - max(encoded_at, self._ready_at) >= _SPREAD_AFTER_S))
             spread = (busy and not self._starting and len(self._children) < min(MAX_CHILDREN, _cores())
                       and now >= self._not_before)
             if spread:
