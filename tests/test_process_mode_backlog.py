@@ -16,12 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
-from otel_toolscore.runtime import _scoring_process
 from otel_toolscore.runtime.processor import _Anchors
 from tests.support.pipeline import Pipeline, id_counts
 from tests.support.spans import weather_run
@@ -65,14 +63,11 @@ def _big_run(tracer: Any, blob: str) -> None:
         pass
 
 
-def test_the_queue_bound_counts_runs_encoded_and_not_yet_handed_over(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_queue_bound_counts_runs_encoded_and_not_yet_handed_over(tmp_path: Path) -> None:
     # The child is busy with the first run; each later run is larger than the pipe holds, so
     # the sender waits on its write while the worker encodes the next ones. Were those not
     # counted against queue_size, the worker would drain the queue into memory without bound
-    # and nothing would ever be dropped. (One child: a second would take the runs the first
-    # keeps waiting; test_process_pool has that.)
-    monkeypatch.setattr(_scoring_process, "MAX_CHILDREN", 1)
+    # and nothing would ever be dropped.
     p, tracer = _setup([Slow(2.0, marker=str(tmp_path / "slow"))], hold_timeout=30.0, queue_size=3)
     try:
         blob = "x" * 300_000

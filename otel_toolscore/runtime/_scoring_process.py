@@ -50,17 +50,6 @@ _MAX_BACKOFF_S = 60.0
 #: runs in one message to the child: enough to share a write and a wake-up, few enough that
 #: the first answers of a batch come back soon
 MAX_BATCH = 64
-#: scoring processes at most (and no more than the cores this process may use: a second child
-#: on one core only takes turns with the first): one scores ~1,100 ten-span runs/s, and a run
-#: waits behind every run its child has in hand, so a second one takes the runs a busy first
-#: one would queue
-MAX_CHILDREN = 2
-#: another child starts when the least busy one has this many runs in flight (~50 ms of
-#: scoring), or when a batch waited this long (s) for the sender, whose write waits for a child
-#: that has not read the batch before (the pipe holds only a few runs: most of a busy child's
-#: backlog waits as batches, not in flight)
-_SPREAD_AT = 48
-_SPREAD_AFTER_S = 0.02
 
 #: (what the caller sends and gets back, trace id, whether the trajectory is wanted, spans)
 Run = tuple[Any, int, bool, Sequence[ReadableSpan]]
@@ -74,7 +63,6 @@ class Batch:
     seqs: list[int]
     payload: bytes
     refused: set[int]  # the seqs of runs that could not be encoded (not in the payload)
-    encoded_at: float  # time.monotonic()
 
 
 class ScoringProcessError(ValueError):
@@ -91,7 +79,6 @@ class _Child:
         self.started = time.monotonic()
         self.last_heard = self.started
         self.write_lock = threading.Lock()
-        self.inflight = 0  # its runs in ``ScoringProcess._inflight`` (under that lock)
 
     def close_ends(self) -> None:
         # The request end under the write lock: the worker may be writing to it (to a dead
@@ -107,16 +94,6 @@ def _close(pipe: Pipe) -> None:
         pipe.close()
     except OSError:
         pass
-
-
-def _load(child: _Child) -> int:
-    return child.inflight
-
-
-def _cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _spec(settings: ToolScoreSettings, code_scorers: Sequence[Any]) -> bytes:
@@ -157,9 +134,7 @@ class ScoringProcess:
         self._lock = threading.Lock()
         self._inflight: dict[int, tuple[Any, _Child]] = {}
         self._seq = itertools.count()
-        self._children: list[_Child] = []  # running, the first started first
-        self._starting = False  # another child is being started (``_start_another``)
-        self._ready_at = 0.0  # when the last child started was ready (monotonic)
+        self._child: _Child | None = None
         self._receivers: list[threading.Thread] = []
         self._closed = False
         self._backoff = 0.0
@@ -167,14 +142,9 @@ class ScoringProcess:
 
     @property
     def pid(self) -> int | None:
-        """The first running child's process id, if one runs."""
-        children = self._children
-        return children[0].popen.pid if children else None
-
-    @property
-    def pids(self) -> list[int]:
-        """Every running child's process id."""
-        return [child.popen.pid for child in self._children]
+        """The running child's process id, if one runs."""
+        child = self._child
+        return child.popen.pid if child is not None else None
 
     def is_receiver(self, thread: threading.Thread) -> bool:
         return thread in self._receivers
@@ -187,7 +157,7 @@ class ScoringProcess:
         with self._lock:
             seqs = [next(self._seq) for _ in runs]
         payload, refused = self._encode(runs, seqs)
-        return Batch([run[0] for run in runs], seqs, payload, refused, time.monotonic())
+        return Batch([run[0] for run in runs], seqs, payload, refused)
 
     def send(self, runs: Sequence[Run]) -> list[Any]:
         """``deliver(encode(runs))``."""
@@ -200,19 +170,18 @@ class ScoringProcess:
         items, seqs, refused = batch.items, batch.seqs, batch.refused
         if not items:
             return []
-        child = self._running_child(batch.encoded_at)
+        child = self._running_child()
         if child is None:
             return list(items)
         with self._lock:
-            if child not in self._children:  # died meanwhile: its runs are lost, these were never its
+            if self._child is not child:  # died meanwhile: its runs are lost, these were never its
                 return list(items)
-            # (only running children's runs are ever in flight: _gone takes a dead one's all)
-            if not child.inflight:  # busy from now: its silence counts from here (check_hung)
+            # (only the current child's runs are ever in flight: _gone takes a dead one's all)
+            if not self._inflight:  # busy from now: its silence counts from here (check_hung)
                 child.last_heard = time.monotonic()
             for seq, item in zip(seqs, items, strict=True):
                 if seq not in refused:
                     self._inflight[seq] = (item, child)
-            child.inflight += len(items) - len(refused)
         unsent = [item for seq, item in zip(seqs, items, strict=True) if seq in refused]
         try:
             with child.write_lock:
@@ -222,7 +191,6 @@ class ScoringProcess:
             # (the child's death); whatever else the child had is the receiver's.
             with self._lock:
                 back = [self._inflight.pop(seq)[0] for seq in seqs if seq in self._inflight]
-                child.inflight -= len(back)
             if not isinstance(exc, (OSError, ValueError)):
                 return unsent + back  # not the pipe: these were not sent
             # The pipe broke: the child died (the next batch starts a new one).
@@ -248,39 +216,16 @@ class ScoringProcess:
                     refused.add(row[0])
             return _handoff.encode_runs(good), refused
 
-    def _running_child(self, encoded_at: float) -> _Child | None:
-        """The running child with the fewest runs in flight (a new one when none runs). When even
-        that one is busy (``_SPREAD_AT``, ``_SPREAD_AFTER_S``: a batch encoded at ``encoded_at``
-        waited since, or since the last child was ready, if later), another starts beside the
-        sender, which goes on meanwhile."""
+    def _running_child(self) -> _Child | None:
         with self._lock:
             if self._closed:
                 return None
-            child = min(self._children, key=_load, default=None)
-            now = time.monotonic()
-            # (a batch that waited while its child had nothing in flight waited for the sender's
-            # own turn on a busy machine, not for a child)
-            busy = child is not None and (child.inflight >= _SPREAD_AT or (
-                child.inflight > 0 and now - max(encoded_at, self._ready_at) >= _SPREAD_AFTER_S))
-            spread = (busy and not self._starting and len(self._children) < min(MAX_CHILDREN, _cores())
-                      and now >= self._not_before)
-            if spread:
-                self._starting = True
-        if spread:
-            threading.Thread(target=self._start_another, name="otel-toolscore-scoring-start", daemon=True).start()
+            child = self._child
         if child is not None:
             return child
         if time.monotonic() < self._not_before:
             return None
         return self._start()
-
-    def _start_another(self) -> None:
-        try:
-            self._start()
-        except Exception:  # a thread of our own: the runs go on to the running child
-            logger.warning("otel-toolscore: starting another scoring process failed", exc_info=True)
-        finally:
-            self._starting = False
 
     def _start(self) -> _Child | None:
         """A new child, ready; None when it could not start (logged, and the next try waits)."""
@@ -326,9 +271,7 @@ class ScoringProcess:
             if self._closed:
                 stale = child
             else:
-                stale = None
-                self._children = [*self._children, child]  # a new list: ``pid`` reads it unlocked
-                self._ready_at = time.monotonic()
+                stale, self._child = None, child
         if stale is not None:
             self._kill(stale)
             stale.close_ends()
@@ -355,8 +298,6 @@ class ScoringProcess:
                 for seq, answer in _handoff.decode_answers(message):
                     with self._lock:
                         entry = self._inflight.pop(seq, None)
-                        if entry is not None:
-                            entry[1].inflight -= 1
                     if entry is not None:
                         self._on_answer(entry[0], answer)
         except (EOFError, OSError):
@@ -369,19 +310,21 @@ class ScoringProcess:
     def check_hung(self) -> None:
         """Kill a child that has had runs in flight and said nothing for ``hung_after`` (its
         receiver then counts its runs lost). The processor's timer calls this as it wakes."""
-        for child in self._children:
-            if child.inflight and time.monotonic() - child.last_heard > self.hung_after:
-                logger.warning("otel-toolscore: the scoring process answered nothing for %.0f s with runs in "
-                               "flight: restarting it", self.hung_after)
-                self._kill(child)
+        child = self._child
+        if child is None or time.monotonic() - child.last_heard <= self.hung_after:
+            return
+        if self._inflight:
+            logger.warning("otel-toolscore: the scoring process answered nothing for %.0f s with runs in flight: "
+                           "restarting it", self.hung_after)
+            self._kill(child)
 
     def _gone(self, child: _Child) -> None:
         """The child's pipe is closed: it exited, died or was killed. Its runs are lost."""
         with self._lock:
             mine = [seq for seq, (_, c) in self._inflight.items() if c is child]
             items = [self._inflight.pop(seq)[0] for seq in mine]
-            child.inflight = 0
-            self._children = [c for c in self._children if c is not child]
+            if self._child is child:
+                self._child = None
             closed = self._closed
         code = self._reap(child)
         child.close_ends()
@@ -423,18 +366,17 @@ class ScoringProcess:
         deadline = time.monotonic() + max(timeout_s, 0.0)
         with self._lock:
             self._closed = True
-            children = self._children
-        for child in children:
+            child = self._child
+        if child is not None:
             # A worker blocked writing to a stuck child holds the write lock: killing the child
             # ends that write (the pipe breaks) before the descriptor is closed under it.
-            if not child.write_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            if not child.write_lock.acquire(timeout=max(timeout_s, 0.0)):
                 self._kill(child)
                 child.write_lock.acquire()
             try:
                 child.requests.close()
             finally:
                 child.write_lock.release()
-        for child in children:  # they finish their batches side by side
             try:
                 child.popen.wait(timeout=max(deadline - time.monotonic(), 0.0))
             except subprocess.TimeoutExpired:
@@ -451,12 +393,12 @@ class ScoringProcess:
 
     def reinit_after_fork(self, start: bool = True) -> None:
         """In a forked copy of the app: the parent's child and runs are the parent's."""
-        inherited = self._children
+        inherited = self._child
         self._init_state()
         self._closed = not start
-        for child in inherited:
+        if inherited is not None:
             # Closing the copy's descriptors leaves the parent's open; the process is not ours
             # to wait for or kill. Not under its write lock: a thread of the parent may have
             # held it at the fork, and no other thread runs here.
-            _close(child.requests)
-            _close(child.answers)
+            _close(inherited.requests)
+            _close(inherited.answers)
