@@ -87,6 +87,9 @@ def measure(rate: float, seconds: float, telemetry: str, overrides: dict[str, An
     elapsed = (time.perf_counter_ns() - start) / 1e9
     provider.force_flush(120_000)
     stats = dict(processor.stats)
+    remote = getattr(processor, "_remote", None)
+    if remote is not None:  # scoring="process": how many scoring processes it took
+        stats["scoring_processes_started"] = remote.stats["started"]
     provider.shutdown()
     lat_all, lat_scored = [], []
     unscored = 0
