@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
 from benchmarks.throughput import synthetic
-from benchmarks.workload import SpanSpec, fixture_runs, readable_run
+from benchmarks.workload import SpanSpec, fixture_runs, genai_run, readable_run, specs_from_spans
 from otel_toolscore import _genai_direct, read_otlp_json
 from otel_toolscore.assemble import assemble_trace
 from otel_toolscore.conventions.parsing import forget_earlier_traces
@@ -88,6 +88,80 @@ def test_real_conversations_read_alike_both_ways() -> None:
 def test_synthetic_runs_read_alike_both_ways_all_directly() -> None:
     traces = synthetic(10, 600, seed0=4242) + synthetic(3, 20, seed0=7) + synthetic(60, 10, seed0=77)
     assert _both_ways(traces) == len(traces)
+
+
+# --- runs inside an app's own spans -------------------------------------------------------------
+
+_SERVER = ("POST /chat", SpanKind.SERVER, {"http.request.method": "POST", "http.route": "/chat",
+                                           "url.path": "/chat", "http.response.status_code": 200})
+_CLIENT = ("GET", SpanKind.CLIENT, {"http.request.method": "GET", "url.full": "https://api.example.com/v1/weather",
+                                    "server.address": "api.example.com", "http.response.status_code": 200})
+_DB = ("SELECT cities", SpanKind.CLIENT, {"db.system.name": "postgresql", "db.operation.name": "SELECT",
+                                          "db.query.text": "SELECT * FROM cities WHERE name = $1"})
+
+
+def _plain(spec: tuple[str, SpanKind, dict[str, Any]], parent: int | None) -> SpanSpec:
+    name, kind, attrs = spec
+    return SpanSpec(name, kind, dict(attrs), parent)
+
+
+def _tie(specs: list[SpanSpec]) -> list[SpanSpec]:
+    for s in specs:
+        s.children = []
+    for i, s in enumerate(specs):
+        if s.parent is not None:
+            specs[s.parent].children.append(i)
+    return specs
+
+
+def _in_app(specs: Sequence[SpanSpec]) -> list[SpanSpec]:
+    """The run as an app using the span processor holds it: under an HTTP server span, a database
+    span beside it, an HTTP client and a database span under each tool span."""
+    out = [_plain(_SERVER, None), _plain(_DB, 0)]
+    at = len(out)
+    out.extend(SpanSpec(s.name, s.kind, s.attributes, 0 if s.parent is None else s.parent + at) for s in specs)
+    for i, s in enumerate(specs):
+        if s.attributes.get("gen_ai.operation.name") == "execute_tool":
+            out += [_plain(_CLIENT, i + at), _plain(_DB, i + at)]
+    return _tie(out)
+
+
+def _subtree(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
+    """The spans the span processor hands for scoring when the run completes before the app's span
+    around it: the agent span (named ``name``) and the spans below it; its parent is elsewhere."""
+    top = next(s for s in spans if s.name == name)
+    parents = {s.context.span_id: s.parent.span_id if s.parent else None for s in spans}  # type: ignore[union-attr]
+
+    def under(span_id: int | None) -> bool:
+        while span_id is not None:
+            if span_id == top.context.span_id:  # type: ignore[union-attr]
+                return True
+            span_id = parents.get(span_id)
+        return False
+
+    return [s for s in spans if under(s.context.span_id)]  # type: ignore[union-attr]
+
+
+def test_synthetic_runs_inside_an_app_read_alike_both_ways_all_directly() -> None:
+    specs = [genai_run(10, seed=4242 + i) for i in range(200)] + [genai_run(60, seed=77 + i) for i in range(5)]
+    whole = [readable_run(_in_app(s), trace_id=i + 1) for i, s in enumerate(specs)]
+    # (as the span processor completes them: the run alone, the app's span still open)
+    runs = [_subtree(spans, s[0].name) for spans, s in zip(whole, specs)]
+    assert all(len(run) < len(spans) and run[-1].name == s[0].name and run[-1].parent is not None
+               for run, spans, s in zip(runs, whole, specs))  # (ended children first: the agent span last)
+    assert _both_ways(whole) == len(whole)
+    assert _both_ways(runs) == len(runs)
+    # the agent span's parent, not in the run, is the one problem both ways report
+    assert all(len(t.problems) == 1 and "not in the trace" in t.problems[0]
+               for spans in runs[:5] for t in assemble_trace("0" * 32, spans))
+
+
+def test_recorded_traces_inside_an_app_read_alike_both_ways() -> None:
+    traces = [readable_run(_in_app(specs_from_spans(spans)), trace_id=i + 1)
+              for i, (_, spans) in enumerate(fixture_runs())]
+    plain = [readable_run(specs_from_spans(spans), trace_id=i + 1) for i, (_, spans) in enumerate(fixture_runs())]
+    # wrapped, the direct path reads as many as it reads of the same traces alone
+    assert 0 < _both_ways(traces) == _both_ways(plain) < len(traces)
 
 
 # --- random histories ---------------------------------------------------------------------------
