@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanContext, SpanKind
 
 from benchmarks.throughput import synthetic
 from benchmarks.workload import SpanSpec, fixture_runs, genai_run, readable_run, specs_from_spans
@@ -282,6 +282,65 @@ def test_random_histories_read_alike_both_ways_after_another_trace(first: list[S
     _both_ways([readable_run(first, trace_id=1), readable_run(then, trace_id=2)])
 
 
+@st.composite
+def _runs_in_app(draw: Any) -> tuple[list[SpanSpec], bool]:
+    """``_runs`` among an app's own spans: maybe under an HTTP server span, plain spans below any
+    span or now and then between a span and its parent; and whether the run is handed over
+    alone (``_subtree``), as the span processor does when the app's span is still open."""
+    specs = [SpanSpec(s.name, s.kind, s.attributes, s.parent) for s in draw(_runs())]
+    wrapped = draw(st.booleans())
+    if wrapped:
+        specs = [_plain(_SERVER, None),
+                 *(SpanSpec(s.name, s.kind, s.attributes, 0 if s.parent is None else s.parent + 1) for s in specs)]
+    handle = ("handle_request", SpanKind.INTERNAL, {"app.user.id": "u1", "code.function.name": "handle"})
+    for _ in range(draw(st.integers(0, 4))):
+        plain = draw(st.sampled_from([_CLIENT, _DB, handle]))
+        target = draw(st.integers(0, len(specs) - 1))
+        if draw(st.integers(0, 5)) or specs[target].parent is None:
+            specs.append(_plain(plain, target))
+        else:  # between the span and its parent
+            specs.append(_plain(plain, specs[target].parent))
+            specs[target].parent = len(specs) - 1
+    return _tie(specs), wrapped and draw(st.booleans())
+
+
+def _spans_in_app(run: tuple[list[SpanSpec], bool], trace_id: int, sdk_attributes: bool = True) -> list[ReadableSpan]:
+    specs, alone = run
+    spans = readable_run(specs, trace_id=trace_id, sdk_attributes=sdk_attributes)
+    return _subtree(spans, "invoke_agent helper") if alone else spans
+
+
+@settings(max_examples=400, deadline=None)
+@given(_runs_in_app(), st.booleans())
+def test_random_histories_inside_an_app_read_alike_both_ways(run: tuple[list[SpanSpec], bool],
+                                                             sdk_attributes: bool) -> None:
+    _both_ways([_spans_in_app(run, trace_id=1, sdk_attributes=sdk_attributes)])
+
+
+def test_random_histories_inside_an_app_take_the_direct_path_often() -> None:
+    examples: list[tuple[list[SpanSpec], bool]] = []
+
+    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
+    @given(_runs_in_app())
+    def collect(run: tuple[list[SpanSpec], bool]) -> None:
+        examples.append(run)
+
+    collect()
+    traces = [_spans_in_app(run, trace_id=i + 1) for i, run in enumerate(examples)]
+    taken: list[int] = []
+    _dumps(traces, direct=True, taken=taken)
+    assert len(taken) > len(examples) // 5
+    # ... among them runs under the app's span, with plain spans, handed over alone
+    inside = [t for t, (specs, _) in zip(traces, examples) if len(t) > sum(1 for s in specs
+                                                                         if s.kind is not SpanKind.SERVER
+                                                                         and s.name not in ("GET", "SELECT cities",
+                                                                                            "handle_request"))]
+    assert len(inside) > len(examples) // 4
+    taken.clear()
+    _dumps(inside, direct=True, taken=taken)
+    assert len(taken) > len(inside) // 5
+
+
 def test_random_histories_take_the_direct_path_often() -> None:
     """The random histories exercise the direct path, not only the general way."""
     taken: list[int] = []
@@ -346,4 +405,66 @@ _DONE = [{"type": "text", "content": "20 degrees."}]
     (_trace((_ASK, [_call("c1")]), ([*_ASK, _result("c1")], _DONE)), False),
 ])
 def test_the_general_way_reads_what_the_direct_path_leaves(spans: list[ReadableSpan], direct: bool) -> None:
+    assert _both_ways([spans]) == (1 if direct else 0)
+
+
+def _moved(spans: list[ReadableSpan], name: str, *, span_id: int | None = None, parent_of: str | None = None,
+           parent_id: int | None = None) -> list[ReadableSpan]:
+    """The trace with the span named ``name`` given another id, or the parent ``parent_of`` names
+    (or ``parent_id``)."""
+    by_name = {s.name: s for s in spans}
+    out = []
+    for s in spans:
+        if s.name == name:
+            ctx, parent = s.context, s.parent
+            if span_id is not None:
+                ctx = SpanContext(ctx.trace_id, span_id, False, ctx.trace_flags)  # type: ignore[union-attr]
+            if parent_of is not None or parent_id is not None:
+                pid = by_name[parent_of].context.span_id if parent_of else parent_id  # type: ignore[union-attr]
+                parent = SpanContext(ctx.trace_id, pid, False, ctx.trace_flags)  # type: ignore[arg-type,union-attr]
+            s = ReadableSpan(name=s.name, context=ctx, parent=parent, resource=s.resource, kind=s.kind,
+                             attributes=dict(s.attributes or {}), start_time=s.start_time, end_time=s.end_time,
+                             instrumentation_scope=s.instrumentation_scope)
+        out.append(s)
+    return out
+
+
+def _in_app_trace(*between: str, model_key: bool = False) -> list[ReadableSpan]:
+    """``_trace``'s usual run under an app's spans (``_in_app``), each span named in ``between``
+    given a plain parent of its own; with ``model_key``, the tool's HTTP client span says a model."""
+    specs = _in_app(specs_from_spans(_trace((_ASK, [_call("c1")]), (_ASKED, _DONE), tools=["c1"])))
+    for name in between:
+        i = next(i for i, s in enumerate(specs) if s.name == name)
+        specs.append(SpanSpec(f"around {name}", SpanKind.INTERNAL, {"app.step": 1}, specs[i].parent))
+        specs[i].parent = len(specs) - 1
+    if model_key:
+        specs[next(i for i, s in enumerate(specs) if s.name == "GET")].attributes.update(
+            {"gen_ai.response.model": "m", "http.request.body.content": '{"messages": []}'})
+    return readable_run(_tie(specs), trace_id=1)
+
+
+_APP = _in_app_trace()
+_AGENT_ID = next(s.context.span_id for s in _APP if s.name == "invoke_agent a")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("spans", "direct"), [
+    (_APP, True),
+    (_subtree(_APP, "invoke_agent a"), True),  # its parent elsewhere: the general way's problem
+    (_in_app_trace("invoke_agent a"), True),  # two plain spans above it
+    (_moved(_APP, "invoke_agent a", parent_id=_AGENT_ID), True),  # its own parent: another problem
+    (_in_app_trace("SELECT cities"), True),
+    # a plain span between the agent span and its model or tool span
+    (_in_app_trace("chat m"), False),
+    (_in_app_trace("execute_tool get_weather"), False),
+    # a plain span with a model's key beside content: a problem the general way reports
+    (_in_app_trace(model_key=True), False),
+    # span ids twice
+    (_moved(_APP, "GET", span_id=_AGENT_ID), False),
+    (_moved(_APP, "POST /chat", span_id=_AGENT_ID), False),
+    (_moved(_APP, "GET", span_id=next(s.context.span_id for s in _APP if s.name == "POST /chat")), False),  # type: ignore[union-attr]
+    # parent cycles: beside the run, and through the agent span
+    (_moved(_moved(_APP, "POST /chat", parent_of="SELECT cities"), "SELECT cities", parent_of="POST /chat"), False),
+    (_moved(_APP, "invoke_agent a", parent_of="GET"), False),
+])
+def test_the_general_way_reads_what_the_direct_path_leaves_in_an_app(spans: list[ReadableSpan], direct: bool) -> None:
     assert _both_ways([spans]) == (1 if direct else 0)
