@@ -2,7 +2,9 @@
 
 Most traces an instrumented app sends are one agent span (``invoke_agent``) with the model calls
 (``chat``) and tool runs (``execute_tool``) it made just below it, all of the OTel GenAI
-convention alone, each tool call under an id of its own. The general way reads every span with
+convention alone, each tool call under an id of its own; in an app, inside the app's own spans
+(an HTTP server span above it, HTTP client and database spans below its tools), which no
+convention reads and the general way gives no part in the run. The general way reads every span with
 every convention into ``SpanFacts``, then matches the places a call is seen in
 (``assemble._CallBuilder``): for such a trace most of that answers questions the trace never
 asks. Here the same readers (``conventions.genai``, the trace's ``ReadMemo``) read each span

@@ -4,7 +4,8 @@ trajectories the general way gives (``read_trace`` → ``SpanFacts`` → ``_Call
 Checked on every recorded trace (fixtures and conformance captures), the shared real
 conversations (in order: a turn's trace extends the history of the turn before), synthetic runs,
 and random chat histories that grow, repeat, shrink, fork and restart, with tool results,
-reused and missing call ids and tool spans in between: the trajectories' JSON, each trace read
+reused and missing call ids and tool spans in between, all of it also inside an app's own spans
+(whole, or the run alone as the span processor hands it over): the trajectories' JSON, each trace read
 both ways, equal; and the direct path taken where it should be.
 """
 
