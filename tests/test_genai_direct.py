@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanContext, SpanKind
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
 from benchmarks.throughput import synthetic
 from benchmarks.workload import SpanSpec, fixture_runs, genai_run, readable_run, specs_from_spans
@@ -430,6 +430,17 @@ def _moved(spans: list[ReadableSpan], name: str, *, span_id: int | None = None, 
     return out
 
 
+def _failed(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
+    """The trace with the span named ``name`` failed: status ERROR, an exception event (naming a
+    model's content key: the general way looks at events only on model spans)."""
+    return [ReadableSpan(name=s.name, context=s.context, parent=s.parent, resource=s.resource, kind=s.kind,
+                         attributes=dict(s.attributes or {}), start_time=s.start_time, end_time=s.end_time,
+                         instrumentation_scope=s.instrumentation_scope, status=Status(StatusCode.ERROR, "503"),
+                         events=[Event("exception", {"exception.type": "HTTPError", "exception.message": "503",
+                                                     "gen_ai.prompt": "x"})])
+            if s.name == name else s for s in spans]
+
+
 def _in_app_trace(*between: str, model_key: bool = False) -> list[ReadableSpan]:
     """``_trace``'s usual run under an app's spans (``_in_app``), each span named in ``between``
     given a plain parent of its own; with ``model_key``, the tool's HTTP client span says a model."""
@@ -454,6 +465,7 @@ _AGENT_ID = next(s.context.span_id for s in _APP if s.name == "invoke_agent a") 
     (_in_app_trace("invoke_agent a"), True),  # two plain spans above it
     (_moved(_APP, "invoke_agent a", parent_id=_AGENT_ID), True),  # its own parent: another problem
     (_in_app_trace("SELECT cities"), True),
+    (_failed(_APP, "GET"), True),  # a failed HTTP call under the tool span
     # a plain span between the agent span and its model or tool span
     (_in_app_trace("chat m"), False),
     (_in_app_trace("execute_tool get_weather"), False),
