@@ -2,7 +2,9 @@
 
 Most traces an instrumented app sends are one agent span (``invoke_agent``) with the model calls
 (``chat``) and tool runs (``execute_tool``) it made just below it, all of the OTel GenAI
-convention alone, each tool call under an id of its own. The general way reads every span with
+convention alone, each tool call under an id of its own; in an app, inside the app's own spans
+(an HTTP server span above it, HTTP client and database spans below its tools), which no
+convention reads and the general way gives no part in the run. The general way reads every span with
 every convention into ``SpanFacts``, then matches the places a call is seen in
 (``assemble._CallBuilder``): for such a trace most of that answers questions the trace never
 asks. Here the same readers (``conventions.genai``, the trace's ``ReadMemo``) read each span
@@ -38,6 +40,7 @@ from otel_toolscore.conventions import (
     settle_tool_error,
     stated_role,
 )
+from otel_toolscore.conventions._unread import _MODEL_KEYS
 from otel_toolscore.conventions.parsing import (
     as_text,
     collect_unread,
@@ -82,31 +85,44 @@ def trajectories(trace_id: str, spans: Sequence[ReadableSpan]) -> list[Trajector
     return [out]
 
 
-def _plan(spans: Sequence[ReadableSpan]) -> tuple[_Span, list[_Span]] | None:
-    """The agent span and the spans below it in walk order, when every span is one this path
-    reads: looked at before anything is read."""
+def _plan(spans: Sequence[ReadableSpan]) -> tuple[_Span, list[_Span], list[str]] | None:
+    """The agent span, the spans below it in walk order and the trace's problems (parents not in
+    the trace), when every span is one this path reads: looked at before anything is read.
+
+    Spans no convention reads (an app's HTTP, job or database spans) may sit anywhere but
+    between the agent span and its model and tool spans: above the agent span, beside it, below
+    the others. The general way gives them no part in the run (``_plain``)."""
     agent: _Span | None = None
     below: list[_Span] = []
+    others: list[ReadableSpan] = []  # the agent span and the plain spans, in input order
     for order, span in enumerate(spans):
         ctx = span.context
-        status = span.status
         name = span.name
-        if ctx is None or span.events or not name or not name.isascii() or name.startswith(_GATE_NAMES) \
-                or status is not None and (status.status_code is _ERROR or status.description):
+        if ctx is None or not name.isascii():
             return None
         attrs = _lookup_attributes(span)
         if type(attrs) is not dict:
             return None
         keys = _keys_of(attrs)
+        if keys.gated is None and not keys.stated and not name.startswith(_GATE_NAMES):
+            if not _plain(attrs):
+                return None
+            others.append(span)
+            continue
+        status = span.status
+        if span.events or not name or name.startswith(_GATE_NAMES) \
+                or status is not None and (status.status_code is _ERROR or status.description):
+            return None
         role = stated_role(keys.stated, attrs) if keys.direct_roles else None
         if role is None or role not in keys.direct_roles \
                 or keys.direct_others and any(c.detect(span, attrs) is not None for c in keys.direct_others):
             return None
         one = _Span(span, attrs, role, keys.expectations, order)
         if role == "agent":
-            if agent is not None or span.parent is not None:
+            if agent is not None:
                 return None
             agent = one
+            others.append(span)
         else:
             below.append(one)
     if agent is None or not below:
@@ -119,14 +135,54 @@ def _plan(spans: Sequence[ReadableSpan]) -> tuple[_Span, list[_Span]] | None:
         if parent is None or parent.span_id != own or span_id in ids:
             return None
         ids.add(span_id)
+    problems: list[str] = []
+    if len(others) > 1 or agent.span.parent is not None:
+        for span in others:
+            span_id = span.context.span_id  # type: ignore[union-attr]
+            if span_id in ids and span is not agent.span:
+                return None  # (a span id seen twice: a problem the general way reports)
+            ids.add(span_id)
+        if not _tree(own, below, others, ids, problems):
+            return None
     below.sort(key=_START_ORDER)  # the tree walk's order
-    return agent, below
+    return agent, below, problems
+
+
+def _plain(attrs: dict[str, Any]) -> bool:
+    """True when a span no convention reads is nothing to the general way but a node of the tree
+    (role "other", no problem): it would note content on it only with a model's key."""
+    return not any(key in attrs for key in _MODEL_KEYS)
+
+
+def _tree(own: int, below: list[_Span], others: list[ReadableSpan], ids: set[int], problems: list[str]) -> bool:
+    """The trace's problems of parents not in it (``assemble._build_tree``: each such span a root),
+    in ``problems``; False when a span is on a parent cycle (another problem) or a plain span
+    sits between the agent span and a span of its run (checked by the caller: their parent is
+    the agent span)."""
+    children: dict[int, list[int]] = {own: [one.span.context.span_id for one in below]}  # type: ignore[union-attr]
+    roots: list[int] = []
+    for span in others:
+        span_id = span.context.span_id  # type: ignore[union-attr]
+        parent = span.parent
+        if parent is None:
+            roots.append(span_id)
+        elif parent.span_id == span_id or parent.span_id not in ids:
+            roots.append(span_id)
+            problems.append(_asm._parent_missing(f"{span_id:016x}", span.name, f"{parent.span_id:016x}"))
+        else:
+            children.setdefault(parent.span_id, []).append(span_id)
+    reached = 0
+    stack = roots
+    while stack:
+        reached += 1
+        stack.extend(children.get(stack.pop(), ()))
+    return reached == len(ids)
 
 
 _START_ORDER = operator.attrgetter("start", "order")
 
 
-def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None:
+def _build(trace_id: str, agent: _Span, below: list[_Span], problems: list[str]) -> Trajectory | None:
     own_id = f"{agent.span.context.span_id:016x}"  # type: ignore[union-attr]
     calls: dict[str, ToolCall] = {}
     keys: dict[int, tuple[int, int]] = {}  # id(call) -> (anchor, creation order), as the general way sorts
@@ -245,7 +301,7 @@ def _build(trace_id: str, agent: _Span, below: list[_Span]) -> Trajectory | None
         tool_definitions=list(definitions.values()),
         conventions=[genai.NAME],
         expectations={key: attrs[key] for key in agent.expectations},
-        problems=[],
+        problems=problems,
         start_time=start,
         end_time=span.end_time or start,
     )

@@ -107,7 +107,7 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
         if parent is None:
             roots.append(f)
         elif parent not in facts or parent == f.span_id:
-            problems.append(f"span {f.span_id} ({f.name}): parent {parent} not in the trace; read as a root")
+            problems.append(_parent_missing(f.span_id, f.name, parent))
             f.parent_id = None
             roots.append(f)
         else:
@@ -140,6 +140,12 @@ def _build_tree(facts_list: list[SpanFacts]) -> _Tree:
         reached.update(x.span_id for x in tree._walk(f))
     roots.sort(key=_START_ORDER)
     return tree
+
+
+def _parent_missing(span_id: str, name: str, parent: str) -> str:
+    """The problem of a span whose parent is not in the trace (or is itself): it is read as a root.
+    (A run the span processor completes alone has its agent span's parent, the app's own span, elsewhere.)"""
+    return f"span {span_id} ({name}): parent {parent} not in the trace; read as a root"
 
 
 # --- which spans are runs --------------------------------------------------------------------

@@ -4,7 +4,8 @@ trajectories the general way gives (``read_trace`` → ``SpanFacts`` → ``_Call
 Checked on every recorded trace (fixtures and conformance captures), the shared real
 conversations (in order: a turn's trace extends the history of the turn before), synthetic runs,
 and random chat histories that grow, repeat, shrink, fork and restart, with tool results,
-reused and missing call ids and tool spans in between: the trajectories' JSON, each trace read
+reused and missing call ids and tool spans in between, all of it also inside an app's own spans
+(whole, or the run alone as the span processor hands it over): the trajectories' JSON, each trace read
 both ways, equal; and the direct path taken where it should be.
 """
 
@@ -19,11 +20,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
 from benchmarks.throughput import synthetic
-from benchmarks.workload import SpanSpec, fixture_runs, readable_run
+from benchmarks.workload import SpanSpec, fixture_runs, genai_run, readable_run, specs_from_spans
 from otel_toolscore import _genai_direct, read_otlp_json
 from otel_toolscore.assemble import assemble_trace
 from otel_toolscore.conventions.parsing import forget_earlier_traces
@@ -88,6 +89,80 @@ def test_real_conversations_read_alike_both_ways() -> None:
 def test_synthetic_runs_read_alike_both_ways_all_directly() -> None:
     traces = synthetic(10, 600, seed0=4242) + synthetic(3, 20, seed0=7) + synthetic(60, 10, seed0=77)
     assert _both_ways(traces) == len(traces)
+
+
+# --- runs inside an app's own spans -------------------------------------------------------------
+
+_SERVER = ("POST /chat", SpanKind.SERVER, {"http.request.method": "POST", "http.route": "/chat",
+                                           "url.path": "/chat", "http.response.status_code": 200})
+_CLIENT = ("GET", SpanKind.CLIENT, {"http.request.method": "GET", "url.full": "https://api.example.com/v1/weather",
+                                    "server.address": "api.example.com", "http.response.status_code": 200})
+_DB = ("SELECT cities", SpanKind.CLIENT, {"db.system.name": "postgresql", "db.operation.name": "SELECT",
+                                          "db.query.text": "SELECT * FROM cities WHERE name = $1"})
+
+
+def _plain(spec: tuple[str, SpanKind, dict[str, Any]], parent: int | None) -> SpanSpec:
+    name, kind, attrs = spec
+    return SpanSpec(name, kind, dict(attrs), parent)
+
+
+def _tie(specs: list[SpanSpec]) -> list[SpanSpec]:
+    for s in specs:
+        s.children = []
+    for i, s in enumerate(specs):
+        if s.parent is not None:
+            specs[s.parent].children.append(i)
+    return specs
+
+
+def _in_app(specs: Sequence[SpanSpec]) -> list[SpanSpec]:
+    """The run as an app using the span processor holds it: under an HTTP server span, a database
+    span beside it, an HTTP client and a database span under each tool span."""
+    out = [_plain(_SERVER, None), _plain(_DB, 0)]
+    at = len(out)
+    out.extend(SpanSpec(s.name, s.kind, s.attributes, 0 if s.parent is None else s.parent + at) for s in specs)
+    for i, s in enumerate(specs):
+        if s.attributes.get("gen_ai.operation.name") == "execute_tool":
+            out += [_plain(_CLIENT, i + at), _plain(_DB, i + at)]
+    return _tie(out)
+
+
+def _subtree(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
+    """The spans the span processor hands for scoring when the run completes before the app's span
+    around it: the agent span (named ``name``) and the spans below it; its parent is elsewhere."""
+    top = next(s for s in spans if s.name == name)
+    parents = {s.context.span_id: s.parent.span_id if s.parent else None for s in spans}  # type: ignore[union-attr]
+
+    def under(span_id: int | None) -> bool:
+        while span_id is not None:
+            if span_id == top.context.span_id:  # type: ignore[union-attr]
+                return True
+            span_id = parents.get(span_id)
+        return False
+
+    return [s for s in spans if under(s.context.span_id)]  # type: ignore[union-attr]
+
+
+def test_synthetic_runs_inside_an_app_read_alike_both_ways_all_directly() -> None:
+    specs = [genai_run(10, seed=4242 + i) for i in range(200)] + [genai_run(60, seed=77 + i) for i in range(5)]
+    whole = [readable_run(_in_app(s), trace_id=i + 1) for i, s in enumerate(specs)]
+    # (as the span processor completes them: the run alone, the app's span still open)
+    runs = [_subtree(spans, s[0].name) for spans, s in zip(whole, specs)]
+    assert all(len(run) < len(spans) and run[-1].name == s[0].name and run[-1].parent is not None
+               for run, spans, s in zip(runs, whole, specs))  # (ended children first: the agent span last)
+    assert _both_ways(whole) == len(whole)
+    assert _both_ways(runs) == len(runs)
+    # the agent span's parent, not in the run, is the one problem both ways report
+    assert all(len(t.problems) == 1 and "not in the trace" in t.problems[0]
+               for spans in runs[:5] for t in assemble_trace("0" * 32, spans))
+
+
+def test_recorded_traces_inside_an_app_read_alike_both_ways() -> None:
+    traces = [readable_run(_in_app(specs_from_spans(spans)), trace_id=i + 1)
+              for i, (_, spans) in enumerate(fixture_runs())]
+    plain = [readable_run(specs_from_spans(spans), trace_id=i + 1) for i, (_, spans) in enumerate(fixture_runs())]
+    # wrapped, the direct path reads as many as it reads of the same traces alone
+    assert 0 < _both_ways(traces) == _both_ways(plain) < len(traces)
 
 
 # --- random histories ---------------------------------------------------------------------------
@@ -208,6 +283,65 @@ def test_random_histories_read_alike_both_ways_after_another_trace(first: list[S
     _both_ways([readable_run(first, trace_id=1), readable_run(then, trace_id=2)])
 
 
+@st.composite
+def _runs_in_app(draw: Any) -> tuple[list[SpanSpec], bool]:
+    """``_runs`` among an app's own spans: maybe under an HTTP server span, plain spans below any
+    span or now and then between a span and its parent; and whether the run is handed over
+    alone (``_subtree``), as the span processor does when the app's span is still open."""
+    specs = [SpanSpec(s.name, s.kind, s.attributes, s.parent) for s in draw(_runs())]
+    wrapped = draw(st.booleans())
+    if wrapped:
+        specs = [_plain(_SERVER, None),
+                 *(SpanSpec(s.name, s.kind, s.attributes, 0 if s.parent is None else s.parent + 1) for s in specs)]
+    handle = ("handle_request", SpanKind.INTERNAL, {"app.user.id": "u1", "code.function.name": "handle"})
+    for _ in range(draw(st.integers(0, 4))):
+        plain = draw(st.sampled_from([_CLIENT, _DB, handle]))
+        target = draw(st.integers(0, len(specs) - 1))
+        if draw(st.integers(0, 5)) or specs[target].parent is None:
+            specs.append(_plain(plain, target))
+        else:  # between the span and its parent
+            specs.append(_plain(plain, specs[target].parent))
+            specs[target].parent = len(specs) - 1
+    return _tie(specs), wrapped and draw(st.booleans())
+
+
+def _spans_in_app(run: tuple[list[SpanSpec], bool], trace_id: int, sdk_attributes: bool = True) -> list[ReadableSpan]:
+    specs, alone = run
+    spans = readable_run(specs, trace_id=trace_id, sdk_attributes=sdk_attributes)
+    return _subtree(spans, "invoke_agent helper") if alone else spans
+
+
+@settings(max_examples=400, deadline=None)
+@given(_runs_in_app(), st.booleans())
+def test_random_histories_inside_an_app_read_alike_both_ways(run: tuple[list[SpanSpec], bool],
+                                                             sdk_attributes: bool) -> None:
+    _both_ways([_spans_in_app(run, trace_id=1, sdk_attributes=sdk_attributes)])
+
+
+def test_random_histories_inside_an_app_take_the_direct_path_often() -> None:
+    examples: list[tuple[list[SpanSpec], bool]] = []
+
+    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
+    @given(_runs_in_app())
+    def collect(run: tuple[list[SpanSpec], bool]) -> None:
+        examples.append(run)
+
+    collect()
+    traces = [_spans_in_app(run, trace_id=i + 1) for i, run in enumerate(examples)]
+    taken: list[int] = []
+    _dumps(traces, direct=True, taken=taken)
+    assert len(taken) > len(examples) // 5
+    # ... among them runs under the app's span, with plain spans, handed over alone
+    inside = [t for t, (specs, _) in zip(traces, examples) if len(t) > sum(1 for s in specs
+                                                                         if s.kind is not SpanKind.SERVER
+                                                                         and s.name not in ("GET", "SELECT cities",
+                                                                                            "handle_request"))]
+    assert len(inside) > len(examples) // 4
+    taken.clear()
+    _dumps(inside, direct=True, taken=taken)
+    assert len(taken) > len(inside) // 5
+
+
 def test_random_histories_take_the_direct_path_often() -> None:
     """The random histories exercise the direct path, not only the general way."""
     taken: list[int] = []
@@ -272,4 +406,78 @@ _DONE = [{"type": "text", "content": "20 degrees."}]
     (_trace((_ASK, [_call("c1")]), ([*_ASK, _result("c1")], _DONE)), False),
 ])
 def test_the_general_way_reads_what_the_direct_path_leaves(spans: list[ReadableSpan], direct: bool) -> None:
+    assert _both_ways([spans]) == (1 if direct else 0)
+
+
+def _moved(spans: list[ReadableSpan], name: str, *, span_id: int | None = None, parent_of: str | None = None,
+           parent_id: int | None = None) -> list[ReadableSpan]:
+    """The trace with the span named ``name`` given another id, or the parent ``parent_of`` names
+    (or ``parent_id``)."""
+    by_name = {s.name: s for s in spans}
+    out = []
+    for s in spans:
+        if s.name == name:
+            ctx, parent = s.context, s.parent
+            if span_id is not None:
+                ctx = SpanContext(ctx.trace_id, span_id, False, ctx.trace_flags)  # type: ignore[union-attr]
+            if parent_of is not None or parent_id is not None:
+                pid = by_name[parent_of].context.span_id if parent_of else parent_id  # type: ignore[union-attr]
+                parent = SpanContext(ctx.trace_id, pid, False, ctx.trace_flags)  # type: ignore[arg-type,union-attr]
+            s = ReadableSpan(name=s.name, context=ctx, parent=parent, resource=s.resource, kind=s.kind,
+                             attributes=dict(s.attributes or {}), start_time=s.start_time, end_time=s.end_time,
+                             instrumentation_scope=s.instrumentation_scope)
+        out.append(s)
+    return out
+
+
+def _failed(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
+    """The trace with the span named ``name`` failed: status ERROR, an exception event (naming a
+    model's content key: the general way looks at events only on model spans)."""
+    return [ReadableSpan(name=s.name, context=s.context, parent=s.parent, resource=s.resource, kind=s.kind,
+                         attributes=dict(s.attributes or {}), start_time=s.start_time, end_time=s.end_time,
+                         instrumentation_scope=s.instrumentation_scope, status=Status(StatusCode.ERROR, "503"),
+                         events=[Event("exception", {"exception.type": "HTTPError", "exception.message": "503",
+                                                     "gen_ai.prompt": "x"})])
+            if s.name == name else s for s in spans]
+
+
+def _in_app_trace(*between: str, model_key: bool = False) -> list[ReadableSpan]:
+    """``_trace``'s usual run under an app's spans (``_in_app``), each span named in ``between``
+    given a plain parent of its own; with ``model_key``, the tool's HTTP client span says a model."""
+    specs = _in_app(specs_from_spans(_trace((_ASK, [_call("c1")]), (_ASKED, _DONE), tools=["c1"])))
+    for name in between:
+        i = next(i for i, s in enumerate(specs) if s.name == name)
+        specs.append(SpanSpec(f"around {name}", SpanKind.INTERNAL, {"app.step": 1}, specs[i].parent))
+        specs[i].parent = len(specs) - 1
+    if model_key:
+        specs[next(i for i, s in enumerate(specs) if s.name == "GET")].attributes.update(
+            {"gen_ai.response.model": "m", "http.request.body.content": '{"messages": []}'})
+    return readable_run(_tie(specs), trace_id=1)
+
+
+_APP = _in_app_trace()
+_AGENT_ID = next(s.context.span_id for s in _APP if s.name == "invoke_agent a")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("spans", "direct"), [
+    (_APP, True),
+    (_subtree(_APP, "invoke_agent a"), True),  # its parent elsewhere: the general way's problem
+    (_in_app_trace("invoke_agent a"), True),  # two plain spans above it
+    (_moved(_APP, "invoke_agent a", parent_id=_AGENT_ID), True),  # its own parent: another problem
+    (_in_app_trace("SELECT cities"), True),
+    (_failed(_APP, "GET"), True),  # a failed HTTP call under the tool span
+    # a plain span between the agent span and its model or tool span
+    (_in_app_trace("chat m"), False),
+    (_in_app_trace("execute_tool get_weather"), False),
+    # a plain span with a model's key beside content: a problem the general way reports
+    (_in_app_trace(model_key=True), False),
+    # span ids twice
+    (_moved(_APP, "GET", span_id=_AGENT_ID), False),
+    (_moved(_APP, "POST /chat", span_id=_AGENT_ID), False),
+    (_moved(_APP, "GET", span_id=next(s.context.span_id for s in _APP if s.name == "POST /chat")), False),  # type: ignore[union-attr]
+    # parent cycles: beside the run, and through the agent span
+    (_moved(_moved(_APP, "POST /chat", parent_of="SELECT cities"), "SELECT cities", parent_of="POST /chat"), False),
+    (_moved(_APP, "invoke_agent a", parent_of="GET"), False),
+])
+def test_the_general_way_reads_what_the_direct_path_leaves_in_an_app(spans: list[ReadableSpan], direct: bool) -> None:
     assert _both_ways([spans]) == (1 if direct else 0)
