@@ -340,12 +340,5 @@ def _tool_span(one: _Span, calls: dict[str, ToolCall]) -> bool:
     settle_tool_error(tool)
     call.span_id = f"{span.context.span_id:016x}"  # type: ignore[union-attr]
     _asm._add_source(call, "tool_span")
-    if (call.arguments is None or call.arguments_error) and tool.arguments is not None:
-        call.arguments, call.arguments_raw, call.arguments_error = tool.arguments, tool.arguments_raw, None
-    elif call.arguments is None and call.arguments_raw is None:
-        call.arguments_raw, call.arguments_error = tool.arguments_raw, tool.arguments_error
-    if tool.has_result:
-        call.result, call.result_raw, call.has_result = tool.result, tool.result_raw, True
-    if tool.error and call.error is None:
-        call.error = tool.error
+    _asm._take_tool_run(call, tool)
     return True

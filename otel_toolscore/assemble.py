@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import _genai_direct
 from otel_toolscore import semconv as sc
-from otel_toolscore.conventions import SpanFacts, read_trace
+from otel_toolscore.conventions import SpanFacts, ToolExecution, read_trace
 from otel_toolscore.conventions.parsing import as_text, is_object_repr, result_error
 from otel_toolscore.trajectory import (
     LLMCall,
@@ -703,14 +703,7 @@ class _CallBuilder:
         if call.id is None and t.call_id:
             call.id = t.call_id
             self._by_id.setdefault(t.call_id, []).append(call)
-        if (call.arguments is None or call.arguments_error) and t.arguments is not None:
-            call.arguments, call.arguments_raw, call.arguments_error = t.arguments, t.arguments_raw, None
-        elif call.arguments is None and call.arguments_raw is None:
-            call.arguments_raw, call.arguments_error = t.arguments_raw, t.arguments_error
-        if t.has_result:
-            call.result, call.result_raw, call.has_result = t.result, t.result_raw, True
-        if t.error and call.error is None:
-            call.error = t.error
+        _take_tool_run(call, t)
 
     def _unexecuted_with_id(self, call_id: str, name: str | None) -> ToolCall | None:
         """The first call of that id without a tool span, one of the same name preferred."""
@@ -903,6 +896,19 @@ def _args_error(req: ToolCallRequest) -> str | None:
     if req.arguments is None and req.arguments_raw:
         return "arguments are not a JSON object"
     return None
+
+
+def _take_tool_run(call: ToolCall, t: ToolExecution) -> None:
+    """What a tool span says of its run, into the call it ran: arguments the model's request
+    lacked or got wrong, the result, the error."""
+    if (call.arguments is None or call.arguments_error) and t.arguments is not None:
+        call.arguments, call.arguments_raw, call.arguments_error = t.arguments, t.arguments_raw, None
+    elif call.arguments is None and call.arguments_raw is None:
+        call.arguments_raw, call.arguments_error = t.arguments_raw, t.arguments_error
+    if t.has_result:
+        call.result, call.result_raw, call.has_result = t.result, t.result_raw, True
+    if t.error and call.error is None:
+        call.error = t.error
 
 
 def _add_source(call: ToolCall, source: str) -> None:
