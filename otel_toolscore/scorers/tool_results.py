@@ -350,7 +350,10 @@ class Salient:
 
     @classmethod
     def of(cls, text: str, phrase: str, tokens: frozenset[str], facts: tuple[Fact, ...]) -> Salient:
-        return cls(text, phrase, tokens, facts, (phrase, tokens, tuple(f.key for f in facts)), kinds_of(facts))
+        # no tokens are keyed as None, not as the empty set: a key of strings, numbers and None
+        # only is left untracked by the garbage collector (the values are cached across runs)
+        return cls(text, phrase, tokens, facts, (phrase, tokens or None, tuple(f.key for f in facts)),
+                   kinds_of(facts))
 
 
 def _leaves(value: Any) -> Iterator[Any]:
@@ -422,6 +425,11 @@ def _salient_of_leaf(leaf: Any, limits: list[str] | None = None, what: str = "re
     return _salient_of_number(leaf) if leaf or isinstance(leaf, int) else _salient_of_value(leaf)
 
 
+#: "no words to match loosely", one set for all the cached values (each ``frozenset()`` is a new
+#: object, which the garbage collector walks at each full collection of the app's heap)
+_NO_TOKENS: frozenset[str] = frozenset()
+
+
 @lru_cache(maxsize=8192)
 def _salient_of_short(leaf: str) -> tuple[Salient, ...]:
     return tuple(_salient_of_value(leaf))
@@ -436,7 +444,7 @@ def _salient_of_number(leaf: float) -> tuple[Salient, ...]:
 def _salient_of_value(leaf: Any, limits: list[str] | None = None, what: str = "result") -> Iterator[Salient]:
     if not isinstance(leaf, str):
         fact = number_fact(float(leaf))
-        yield Salient.of(str(leaf), norm_phrase(str(leaf)), frozenset(), (fact,))
+        yield Salient.of(str(leaf), norm_phrase(str(leaf)), _NO_TOKENS, (fact,))
         return
     text = _examined(leaf, what, limits).strip()
     if not any(ch.isalnum() for ch in text):
@@ -450,7 +458,7 @@ def _salient_of_value(leaf: Any, limits: list[str] | None = None, what: str = "r
         tokens = content_tokens(phrase)
         # word overlap only for values with enough words: "partly cloudy" must match exactly,
         # or "partly sunny" would count as using it
-        fuzzy = tokens if len(tokens) >= _MIN_FUZZY_TOKENS else frozenset()
+        fuzzy = tokens if len(tokens) >= _MIN_FUZZY_TOKENS else _NO_TOKENS
         yield Salient.of(segment, phrase, fuzzy, facts_of(segment))
 
 
