@@ -460,7 +460,11 @@ def _plan_checked_one_by_one(original: str) -> _Plan:
     return tuple(plan)
 
 
-@lru_cache(maxsize=4096)
+# 1,024 entries, not more: its hits come within a run (a leaf read as a leaf, then as a salient
+# value; a message met again in each later request), and a cache of 1,024 made every hit that one
+# of 4,096 made on the real conversations and on distinct synthetic runs, while the larger one held
+# 4,096 texts' facts alive on the app's heap, where each full collection walks them.
+@lru_cache(maxsize=1024)
 def extract_facts(text: str) -> tuple[Fact, ...]:
     """Every fact in the text, in pattern order (not text order)."""
     if not text:
@@ -498,11 +502,14 @@ def _taker(make: Callable[[re.Match[str]], Fact | None], append: Callable[[Fact]
     return take
 
 
-#: what each maker made of a match, by the match's text and groups (all a maker reads): the same
-#: amounts, temperatures, times and ids recur across the texts of a run and across runs, and a
-#: fact costs several times its look-up to make. Emptied when full: a bound, not an LRU; a long
-#: match (a URL) is made afresh, so the entries hold no more than a few MB.
-_MADE: dict[tuple[Any, str, tuple[str | None, ...]], Fact | None] = {}
+#: what each maker made of a match, by the maker's id, the match's text and groups (all a maker
+#: reads): the same amounts, temperatures, times and ids recur across the texts of a run and across
+#: runs, and a fact costs several times its look-up to make. Emptied when full: a bound, not an
+#: LRU; a long match (a URL) is made afresh, so the entries hold no more than a few MB. The
+#: maker's id, not the maker: a key of ints, strings and None only is left untracked by the
+#: garbage collector, which otherwise walks every key at each full collection of the app's heap
+#: (the makers are the module's own functions, alive as long as it is, so their ids never recur).
+_MADE: dict[tuple[int, str, tuple[str | None, ...]], Fact | None] = {}
 _MADE_ENTRIES = 16_384
 _MADE_MATCH = 64
 _UNMADE = object()
@@ -511,7 +518,7 @@ _UNMADE = object()
 def _made(make: Callable[[re.Match[str]], Fact | None], match: re.Match[str]) -> Fact | None:
     if match.end() - match.start() > _MADE_MATCH:
         return make(match)
-    key = (make, match.group(0), match.groups())
+    key = (id(make), match.group(0), match.groups())
     made = _MADE.get(key, _UNMADE)
     if made is _UNMADE:
         made = make(match)
@@ -839,7 +846,20 @@ def kind_of(fact: Fact) -> Kind:
 
 
 def kinds_of(facts: Iterable[Fact]) -> frozenset[Kind]:
-    return frozenset(kind_of(fact) for fact in facts)
+    """The kinds of the facts, one shared set per distinct set of kinds: the scorers' caches keep
+    a set for every value they keep, texts have few distinct sets, and every set is an object
+    the garbage collector walks at each full collection of the app's heap."""
+    kinds = frozenset(kind_of(fact) for fact in facts)
+    shared = _KINDS.get(kinds)
+    if shared is None:
+        if len(_KINDS) >= _KINDS_ENTRIES:  # far fewer distinct sets in practice; a bound all the same
+            return kinds
+        shared = _KINDS[kinds] = kinds
+    return shared
+
+
+_KINDS: dict[frozenset[Kind], frozenset[Kind]] = {}
+_KINDS_ENTRIES = 4096
 
 
 def has_kind_in(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:
