@@ -52,10 +52,10 @@ class _Side:
         mp, lp, _ = telemetry_providers("sdk")
         self.proc = processor.ToolScoreSpanProcessor(_Null(), meter_provider=mp, logger_provider=lp)
         classify = mod("conventions").classify
-        ready, held = processor._Ready, processor._Held
-        self.items = [ready(s[0].context.trace_id, list(s),
-                            [held(x, x.context.span_id, float("inf")) for x in s if classify(x) == "agent"])
-                      for s in runs]
+        ready, self._held = processor._Ready, processor._Held
+        self._agents = [[x for x in s if classify(x) == "agent"] for s in runs]
+        self.items = [ready(s[0].context.trace_id, list(s), []) for s in runs]
+        self._hold()
         prepare = preparer(self.proc.settings).prepare
         self.answers = []
         self.results = []
@@ -66,8 +66,16 @@ class _Side:
                 [self.handoff.answer_ok(seq, results, already, False, prepare)]))
             self.results.append(results)
 
+    def _hold(self) -> None:
+        """Each run's agent span held afresh: a hold is released once, and a repeat must time the
+        release (the scored copy, forwarding) again, not a run whose spans have left."""
+        held = self._held
+        for item, agents in zip(self.items, self._agents, strict=True):
+            item.held = [held(x, x.context.span_id, float("inf")) for x in agents]
+
     def apply(self) -> float:
         eng = self.proc._engine
+        self._hold()
         results = [[type(r)(r.trajectory, r.scores) for r in rs] for rs in self.results]
         for rs in results:
             for r in rs:
@@ -80,6 +88,7 @@ class _Side:
 
     def app_side(self) -> float:
         handoff, proc = self.handoff, self.proc
+        self._hold()
         gc.collect()
         t0 = time.thread_time()
         for seq, (item, answer) in enumerate(zip(self.items, self.answers, strict=True)):
