@@ -23,13 +23,11 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from benchmarks.throughput import synthetic
-from otel_toolscore import read_otlp_json
 from otel_toolscore.assemble import assemble_trace
 from otel_toolscore.conventions import _memo, _texts_may_hold_surrogates
 from otel_toolscore.conventions import parsing as p
@@ -43,8 +41,8 @@ from otel_toolscore.trajectory import (
     ToolResultPart,
     Trajectory,
 )
+from tests.realworld import corpus
 
-_REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld" / "tau_airline"
 _SOURCES = ("llm_output", "history", "tool_span", "result_message")
 _DEFINITIONS: dict[str, list[ToolDefinition]] = {}
 
@@ -196,16 +194,6 @@ def _forget() -> None:
     _Last.text, _Last.inputs, _Last.outputs = None, [], []
 
 
-def _real() -> list[list[ReadableSpan]]:
-    traces: list[list[ReadableSpan]] = []
-    for path in sorted(_REALWORLD.glob("*.json")):
-        by_trace: dict[int, list[ReadableSpan]] = {}
-        for span in read_otlp_json(path):
-            by_trace.setdefault(span.context.trace_id, []).append(span)  # type: ignore[union-attr]
-        traces.extend(by_trace.values())
-    return traces
-
-
 def _per_run(build: Callable[[str, Sequence[ReadableSpan]], Any], traces: Sequence[Sequence[ReadableSpan]]) -> float:
     _forget()
     gc.collect()
@@ -231,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "ideal": ideal,
         "ideal, today's readers": lambda trace_id, spans: ideal(trace_id, spans, readers=True),
     }
-    real = _real() if _REALWORLD.is_dir() else []
+    real = corpus.span_traces() if corpus.available() else []
     check = synthetic(10, 100, seed0=77)
     print("differences from assemble_trace:",
           {name: _differences(build, check) for name, build in ways.items() if name != "assemble_trace"},

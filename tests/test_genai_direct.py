@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,11 +24,10 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
 from benchmarks.throughput import synthetic
 from benchmarks.workload import SpanSpec, fixture_runs, genai_run, readable_run, specs_from_spans
-from otel_toolscore import _genai_direct, read_otlp_json
+from otel_toolscore import _genai_direct
 from otel_toolscore.assemble import assemble_trace
 from otel_toolscore.conventions.parsing import forget_earlier_traces
-
-_REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld" / "tau_airline"
+from tests.realworld import corpus
 
 
 @contextmanager
@@ -74,14 +72,9 @@ def test_recorded_traces_read_alike_both_ways() -> None:
     assert 0 < _both_ways(traces) < len(traces)
 
 
-@pytest.mark.skipif(not _REALWORLD.is_dir(), reason="needs ../shared/realworld")
+@pytest.mark.skipif(not corpus.available(), reason="needs ../shared/realworld")
 def test_real_conversations_read_alike_both_ways() -> None:
-    traces: list[list[ReadableSpan]] = []
-    for path in sorted(_REALWORLD.glob("*.json")):
-        by_trace: dict[int, list[ReadableSpan]] = {}
-        for span in read_otlp_json(path):
-            by_trace.setdefault(span.context.trace_id, []).append(span)  # type: ignore[union-attr]
-        traces.extend(by_trace.values())
+    traces = corpus.span_traces()
     assert len(traces) == 592
     assert _both_ways(traces) >= 550  # (a few reuse a call id, or echo a call no output made)
 

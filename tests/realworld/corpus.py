@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from opentelemetry.sdk.trace import ReadableSpan
+
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.trajectory import Trajectory
 from tests.support.paths import REALWORLD
@@ -54,6 +56,18 @@ def conversation_runs(name: str) -> list[Run]:
 
 def conversations() -> list[str]:
     return sorted(truth(), key=lambda k: tuple(int(x) for x in k.replace("_t", " ").split()))
+
+
+def span_traces() -> list[list[ReadableSpan]]:
+    """Every conversation's spans, a list per trace, the files in name order and each file's traces
+    in the order they appear (a turn's trace extends the history of the turn before)."""
+    traces: list[list[ReadableSpan]] = []
+    for path in sorted(TRACES.glob("*.json")):
+        by_trace: dict[int, list[ReadableSpan]] = {}
+        for span in read_otlp_json(path):
+            by_trace.setdefault(span.context.trace_id, []).append(span)  # type: ignore[union-attr]
+        traces.extend(by_trace.values())
+    return traces
 
 
 def all_runs() -> list[Run]:
