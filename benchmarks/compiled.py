@@ -95,13 +95,9 @@ def _copy(src: Path, dst: Path) -> None:
     dst.mkdir(parents=True)
     for name in _COPIED:
         if (src / name).is_dir():
-            shutil.copytree(src / name, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            shutil.copytree(src / name, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.so", "extracted"))
         else:
             shutil.copy2(src / name, dst / name)
-    # the tests find the shared data as <tree>/../shared
-    shared = dst.parent / "shared"
-    if not shared.exists():
-        shared.symlink_to((src.parent / "shared").resolve())
 
 
 def _replace(path: Path, old: str, new: str) -> None:

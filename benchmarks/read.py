@@ -6,7 +6,7 @@ checkout of the package and on this one, interleaved (see ``benchmarks.compare``
 
 Workloads: synthetic GenAI runs of 10, 50 and 400 spans, and of 400 spans without an escape in
 any text (``benchmarks.workload.genai_run``, their attributes held as the SDK holds them), and
-the shared real conversations (``../shared/realworld``, decoded from OTLP JSON: plain-dict
+the shared real conversations (``tests/corpora``, ``paths.REALWORLD``, decoded from OTLP JSON: plain-dict
 attributes), one ``read_trace`` per trace in conversation order (a turn's trace may extend the
 history the turn before read). Each figure is per run (per
 trace), with the thread's CPU time; synthetic runs are fresh span objects every repeat, and what
@@ -29,8 +29,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from benchmarks.common import emit_json
 from benchmarks.compare import load_before
 from benchmarks.workload import genai_run, readable_run
+from tests.support.paths import REALWORLD
 
-_REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld" / "tau_airline"
+_REALWORLD = REALWORLD / "tau_airline"
 
 
 def _realworld(read_otlp_json: Any) -> list[list[ReadableSpan]]:

@@ -16,7 +16,7 @@ assembling, scoring, encoding the answer). ``runs_per_cpu_s`` is then the child'
 
 Synthetic runs are all distinct (each has its own seed: ids, values and answers differ), so the
 scorers' text caches are as cold as with real traffic. The fixture set (every recorded trace in
-``../shared/fixtures/traces`` and ``tests/conformance/captures``) is cycled, so its text caches
+``paths.FIXTURES`` and ``tests/conformance/captures``) is cycled, so its text caches
 are warm after the first pass.
 
     .venv/bin/python -m benchmarks.throughput [--quick] [--scoring thread|process]

@@ -1,7 +1,7 @@
 """Workloads for the benchmarks: synthetic GenAI agent runs and the recorded fixture traces.
 
 Synthetic runs follow the shapes the official OpenAI v2 instrumentation writes with the latest
-GenAI conventions (``../shared/fixtures/traces/B_otel_genai_openai_v2``): an
+GenAI conventions (``paths.FIXTURES / "B_otel_genai_openai_v2"``): an
 ``invoke_agent`` span over ``chat`` spans carrying ``gen_ai.input.messages`` (the whole history
 so far, as JSON) / ``gen_ai.output.messages`` / ``gen_ai.tool.definitions``, and
 ``execute_tool`` spans with arguments and results. A run of ``n`` spans is the agent span, then

@@ -72,7 +72,6 @@ def test_recorded_traces_read_alike_both_ways() -> None:
     assert 0 < _both_ways(traces) < len(traces)
 
 
-@pytest.mark.skipif(not corpus.available(), reason="needs ../shared/realworld")
 def test_real_conversations_read_alike_both_ways() -> None:
     traces = corpus.span_traces()
     assert len(traces) == 592

@@ -7,7 +7,7 @@ exactly once, bad parts are recorded (trajectory problems, CLI output, partial_s
 scoring finishes in bounded time (caps on what is examined are reported in ``details.limits``).
 
 Content is made hostile on realistic span shapes: every convention's fixture in
-``../shared/fixtures/traces`` (one per stack) has some of its attributes and event bodies replaced
+``paths.FIXTURES`` (one per stack) has some of its attributes and event bodies replaced
 by truncated JSON, JSON nested past the readers' limit, values of the wrong type or shape, lone
 surrogates, NaN/Infinity, or other OTel value types.
 """

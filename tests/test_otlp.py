@@ -131,7 +131,6 @@ def _decode_or_error(data: bytes) -> OtlpBatch | OtlpDecodeError:
 # --- real fixtures -----------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not FIXTURE_FILES, reason=f"fixture traces not found under {FIXTURES}")
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fixture_decodes_faithfully(path: Path) -> None:
     raw = json.loads(path.read_text())
@@ -183,7 +182,6 @@ def test_fixture_decodes_faithfully(path: Path) -> None:
     _assert_reexportable(batch.spans)
 
 
-@pytest.mark.skipif(not FIXTURE_FILES, reason=f"fixture traces not found under {FIXTURES}")
 def test_fixture_error_status_and_exception_event() -> None:
     path = FIXTURES / "E_langgraph_openinference" / "bad_arguments.json"
     if not path.exists():
@@ -196,7 +194,6 @@ def test_fixture_error_status_and_exception_event() -> None:
     assert any(s.status.status_code is StatusCode.ERROR for s in spans)
 
 
-@pytest.mark.skipif(not FIXTURE_FILES, reason=f"fixture traces not found under {FIXTURES}")
 def test_fixture_collection_as_json_lines_and_array() -> None:
     docs = [json.loads(p.read_text()) for p in FIXTURE_FILES]
     expected = sum(

@@ -26,8 +26,6 @@ ARGUMENT_ISSUES = frozenset(
     {"missing_required_param", "type_mismatch", "schema_violation", "invalid_arguments"}
 )
 
-pytestmark = pytest.mark.skipif(not LABELS_PATH.exists(), reason=f"no fixtures at {FIXTURES}")
-
 
 def _read_exactly(path: Path) -> bool:
     pending = path.parent / "pending.json"

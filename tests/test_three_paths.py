@@ -11,7 +11,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -86,7 +85,6 @@ def _score(files: list[Path]) -> Runs:
     return runs
 
 
-@pytest.mark.skipif(not paths.FIXTURES.is_dir(), reason="no fixtures: ../shared is missing")
 def test_processor_serve_and_score_agree_on_every_run() -> None:
     offline = _score(FILES)
     in_app = _processor(FILES)

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
@@ -67,7 +66,6 @@ def _read_exactly() -> list[Path]:
     return [f for f in files if f.name not in ("labels.json", "stacks.json")]
 
 
-@pytest.mark.skipif(not paths.FIXTURES.is_dir(), reason="no fixtures: ../shared is missing")
 def test_no_span_of_a_trace_read_exactly_is_flagged() -> None:
     flagged = [(p.parent.name, p.name, s.name) for p in _read_exactly() for s in read_otlp_json(p) if _flagged(s)]
     assert flagged == []

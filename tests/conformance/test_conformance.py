@@ -73,8 +73,6 @@ def _is_error_result(expected: Any) -> bool:
 
 
 def test_corpus_is_present() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip(f"shared fixtures not found at {FIXTURES}")
     stacks = {p.parent.name for p, _ in _corpus(FIXTURES)}
     assert len(stacks) >= 14, stacks
     assert _corpus(CAPTURES), "the repository's own captures are missing (run tests/conformance/generator.py)"

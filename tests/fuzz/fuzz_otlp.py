@@ -7,7 +7,7 @@
 ``--make-corpus=DIR`` writes seeds built from the OTLP/JSON files in tests/fuzz/corpus/ (and any
 ``--seed-dir=DIR``) into DIR, then fuzzes with DIR as the corpus. Give libFuzzer an
 ``-artifact_prefix=`` outside the repository: a crash is written there. The files in corpus/ are
-copies of fixture traces (/work/shared/fixtures/traces), one or two per instrumentation library.
+copies of fixture traces (tests/corpora/fixtures.tar.xz, extracted by tests/support/paths.py), one or two per instrumentation library.
 
 One input is a payload plus two trailer bytes, which ``FuzzedDataProvider`` reads first: the
 entry point (``MODES``) and option bits for it. The custom mutator knows this layout and mutates

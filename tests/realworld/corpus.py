@@ -1,4 +1,4 @@
-"""The shared real-conversation corpus (``../shared/realworld``): loading, runs in trace order,
+"""The real-conversation corpus (``paths.REALWORLD``, committed in ``tests/corpora``): loading, runs in trace order,
 and their truth. Used by the tests and by ``python -m tests.realworld.measure``."""
 
 from __future__ import annotations

@@ -15,13 +15,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from otel_toolscore.scorers.tool_results import ToolResultVerification
 from otel_toolscore.trajectory import Trajectory
 from tests.realworld import corpus, mutation
-
-pytestmark = pytest.mark.skipif(not corpus.available(), reason=f"shared corpus not found at {corpus.ROOT}")
 
 VERDICTS_FILE = Path(__file__).with_name("verdicts.json")
 #: the airline agent's `think` tool returns nothing by design; a transfer ends the conversation

@@ -8,10 +8,8 @@ import pytest
 
 from tests.realworld import corpus
 
-pytestmark = pytest.mark.skipif(not corpus.available(), reason=f"shared corpus not found at {corpus.ROOT}")
 
-
-@pytest.mark.parametrize("name", corpus.conversations() if corpus.available() else [])
+@pytest.mark.parametrize("name", corpus.conversations())
 def test_every_run_reads_exactly(name: str) -> None:
     runs = corpus.conversation_runs(name)
     assert len(runs) == len(corpus.truth()[name]["runs"])

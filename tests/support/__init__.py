@@ -1,7 +1,7 @@
 """What several test modules and the benchmarks share; each module here has one job:
 
-* ``paths``: where the repository, ``../shared`` (fixture traces, the real-conversation corpus)
-  and the conformance captures are;
+* ``paths``: where the repository, the committed corpora (fixture traces, the real conversations;
+  extracted on first import) and the conformance captures are;
 * ``env``: the runner's own ``OTEL_*`` settings kept out of a test;
 * ``otlp_sink``: an OTLP receiver (HTTP and gRPC) that keeps what it is sent;
 * ``judge_server``: a scripted OpenAI-compatible judge, faults included;
