@@ -1,9 +1,10 @@
 """No regular expression of the package is quadratic, and a hostile tool result cannot freeze
 the app: patterns run on the judge's and the worker's threads while they hold the GIL.
 
-The time bounds are guards against pathological blow-up (quadratic patterns take seconds on
-these inputs), with margins of 10x and more over what linear patterns take on a loaded CI
-machine; speed targets live in benchmarks/.
+The one time bound (every pattern on adversarial input) is a guard against pathological
+blow-up (quadratic patterns take seconds on these inputs), with a margin of 10x and more over
+what linear patterns take on a loaded CI machine, the best of three scans; speed targets live in
+benchmarks/ (how long an app thread waits for the GIL: benchmarks/gil_wait.py).
 """
 
 from __future__ import annotations
@@ -12,17 +13,19 @@ import gc
 import importlib
 import pkgutil
 import re
-import subprocess
-import sys
-import textwrap
 import time
 from typing import Any
 
 import pytest
 
 import otel_toolscore
-from otel_toolscore.scorers.redaction import DataBlocks, default_redactor, redact_shortened
-from tests.support.paths import REPO
+from otel_toolscore.scorers.redaction import (
+    _CUT_MARGIN,
+    ContentBudget,
+    DataBlocks,
+    default_redactor,
+    redact_shortened,
+)
 
 N = 20_000  # characters of adversarial input per pattern and shape
 BOUND_S = 0.5  # a linear pattern scans 20 kB in well under 50 ms; a quadratic one takes seconds
@@ -113,37 +116,27 @@ def test_shortened_value_keeps_no_secret_in_clear_at_a_cut() -> None:
     assert "…[shortened" in out and len(out) < limit + 100
 
 
-def test_data_block_of_a_megabyte_hostile_result_costs_the_app_threads_under_50_ms() -> None:
-    """The judge thread builds the prompt while the app runs: an app thread ticking every
-    millisecond must never wait more than 50 ms for the GIL. Run in a child process, so that on
-    a regression the runaway pattern is killed with it instead of freezing this test run."""
-    script = textwrap.dedent("""
-        import sys, threading, time
-        from otel_toolscore.scorers.redaction import DataBlocks
-        hostile = ".a" * 500_000  # 1 MB: no e-mail, no URL, every position a word boundary
-        done = threading.Event()
-        def judge_thread():
-            blocks = DataBlocks()
-            for v in (hostile, "x@" * 500_000, "a://" * 250_000, " " * 1_000_000):
-                blocks.add("tool_result", v)
-            blocks.render()
-            done.set()
-        gaps = []
-        t = threading.Thread(target=judge_thread)
-        last = time.perf_counter()
-        t.start()
-        while not done.is_set():
-            time.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-        t.join()
-        print(max(gaps))
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    worst = float(proc.stdout.split()[-1])
-    assert worst < 0.05, f"an app thread waited {worst * 1000:.0f} ms"
+@pytest.mark.parametrize("hostile", [".a" * 500_000, "x@" * 500_000, "a://" * 250_000, " " * 1_000_000],
+                         ids=["dot-a", "x-at", "scheme", "spaces"])
+def test_a_megabyte_hostile_result_costs_the_judge_thread_no_more_than_its_budget(hostile: str) -> None:
+    """The judge thread builds the prompt while the app runs, holding the GIL while a pattern
+    scans: what a block costs is bounded by the block budget, never by the result's size. The
+    redactor (every pattern) sees at most the kept head and tail with their margins, and the
+    rendered block is within the budget. (How long an app thread then waits, target under
+    50 ms: benchmarks/gil_wait.py.)"""
+    seen: list[int] = []
+
+    def recording(text: str) -> str:
+        seen.append(len(text))
+        return default_redactor(text)
+
+    budget = ContentBudget()
+    blocks = DataBlocks(redactor=recording, budget=budget)
+    blocks.add("tool_result", hostile)
+    rendered = blocks.render()
+    assert 1 <= len(seen) <= 2  # the head and the tail, each redacted once
+    assert sum(seen) <= budget.max_block_chars + 2 * _CUT_MARGIN
+    assert len(rendered) < budget.max_block_chars + 200  # the kept text, the marker, the delimiters
 
 
 def test_data_blocks_still_redact_and_shorten() -> None:
