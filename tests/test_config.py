@@ -360,10 +360,10 @@ def test_invalid_rate(rate: float) -> None:
         sampled(1, rate)
 
 
-def test_readme_documents_every_setting() -> None:
+def test_the_configuration_reference_documents_every_setting() -> None:
 
     from otel_toolscore.config import ToolScoreSettings
 
-    readme = (REPO / "README.md").read_text()
-    missing = [n for n in ToolScoreSettings.model_fields if f"`OTEL_TOOLSCORE_{n.upper()}`" not in readme]
-    assert not missing, f"README configuration reference lacks {missing}"
+    reference = (REPO / "docs" / "configuration.md").read_text()
+    missing = [n for n in ToolScoreSettings.model_fields if f"`OTEL_TOOLSCORE_{n.upper()}`" not in reference]
+    assert not missing, f"docs/configuration.md lacks {missing}"

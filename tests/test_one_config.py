@@ -1,5 +1,5 @@
-"""One settings file for the app, the sidecar and the CLI (issue 18, item 1): the README's own
-YAML starts all three, and ``score`` applies the rules production applies."""
+"""One settings file for the app, the sidecar and the CLI (issue 18, item 1): the settings
+file of docs/configuration.md starts all three, and ``score`` applies the rules production applies."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from tests.support.env import without_otel
 from tests.support.paths import REPO, SAMPLE
 
 
-def readme_yaml() -> str:
-    """The settings block of the README (the one that shows hold_timeout and rules)."""
-    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+def settings_yaml() -> str:
+    """The settings block of docs/configuration.md (the one that shows hold_timeout and rules)."""
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
     (block,) = [b for b in blocks if "hold_timeout" in b and "rules:" in b]
     return block
 
@@ -37,9 +38,9 @@ def accuracy(proc: subprocess.CompletedProcess) -> list[float | None]:
             for line in proc.stdout.splitlines()]
 
 
-def test_the_readme_yaml_serves_the_app_the_sidecar_and_the_cli(tmp_path: Path) -> None:
+def test_the_documented_settings_file_serves_the_app_the_sidecar_and_the_cli(tmp_path: Path) -> None:
     path = tmp_path / "toolscore.yaml"
-    path.write_text(readme_yaml(), encoding="utf-8")
+    path.write_text(settings_yaml(), encoding="utf-8")
     app = load_settings(path)
     assert app.hold_timeout == 2.0 and app.decision_wait == 2.0 and app.rules
     # the sidecar: the app's hold bound counts from the end of its quiet wait
