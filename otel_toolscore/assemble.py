@@ -778,7 +778,7 @@ class _CallBuilder:
 
 
 class _Scope:
-    """Where a run's own part of each model input starts (DESIGN.md "Runs in conversations").
+    """Where a run's own part of each model input starts (docs/design.md, "Runs in conversations").
 
     A chat app sends the whole conversation with every model call. The run's own calls are
     those after its last user message, as the first of its LLM spans that carries a user

@@ -254,7 +254,7 @@ TOOLSCORE_FIELD_LABEL = "label"
 TOOLSCORE_FIELD_EXPLANATION = "explanation"
 TOOLSCORE_FIELD_ERROR = "error"
 
-# Evaluation spans: one per score, "evaluation {scorer}" (DESIGN.md, "Emitted names").
+# Evaluation spans: one per score, "evaluation {scorer}" (docs/emitted.md, "Evaluation spans").
 EVALUATION_SPAN_PREFIX = "evaluation"
 # OpenInference carrier form: evaluations.{i}.evaluation.{name,score,label,explanation}
 OI_EVALUATION_NAME = "name"

@@ -1,4 +1,4 @@
-"""Runs in conversations, for every convention that carries chat history (DESIGN.md "Runs in
+"""Runs in conversations, for every convention that carries chat history (docs/design.md, "Runs in
 conversations"): a run's own calls are those after its last user message; earlier turns are
 context, whichever LLM span of the run carries them.
 

@@ -1,4 +1,5 @@
-"""The LLM-judged scorers (SCORERS.md §4–6) through the real litellm client over real HTTP to the
+"""The LLM-judged scorers (docs/scorers.md: tool_call_appropriateness, prompt_alignment,
+context_position) through the real litellm client over real HTTP to the
 scripted judge server: every worked example (verdicts in → score out), what the judge is sent,
 and the CLI."""
 

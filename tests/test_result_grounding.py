@@ -1,4 +1,5 @@
-"""tool_result_verification's sources and matching (SCORERS.md §3 "Sources", "Matching"), the
+"""tool_result_verification's sources and matching (docs/scorers.md, tool_result_verification,
+"Facts and their support"), the
 explicit-failure contradictions, the options for tools without output and hand-offs, and the
 evidence every flag carries. Each case has a twin: the supported statement passes, the
 unsupported one is flagged, naming the fact."""

@@ -1,4 +1,4 @@
-"""Completion per agent run (DESIGN.md "Completion"): a trace holding several runs (a supervisor
+"""Completion per agent run (docs/design.md, "Completion"): a trace holding several runs (a supervisor
 and its sub-agent, a web request invoking two agents) gets every run scored once, on all of its
 spans, whatever the other runs of the trace are doing; what ends after its run was scored is
 forwarded and counted. Real SDK TracerProvider, real timing (grace shortened)."""

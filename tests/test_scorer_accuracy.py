@@ -1,4 +1,4 @@
-"""tool_call_accuracy: SCORERS.md §1, worked examples included."""
+"""tool_call_accuracy (docs/scorers.md), worked examples included."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def value(trajectory: Trajectory, **options: Any) -> float | None:
     return ToolCallAccuracy(**options).score(trajectory).value
 
 
-# Every worked example of SCORERS.md §1: (options, calls, non-strict/flexible, strict).
+# Every worked example of docs/scorers.md, tool_call_accuracy: (options, calls, non-strict/flexible, strict).
 WORKED_EXAMPLES = [
     ({"expected_tool": "weather"}, ["search", "weather", "calendar"], 1, 0),
     ({"expected_tool": "weather"}, ["weather", "weather"], 1, 1),

@@ -1,4 +1,4 @@
-"""tool_result_verification: SCORERS.md §3, issue types, clean cases and false positives."""
+"""tool_result_verification (docs/scorers.md): issue types, clean cases and false positives."""
 
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def test_an_empty_action_result_with_a_success_claim_is_no_contradiction() -> No
         [("log_event", {"message": "x"}, None)], output="I've logged the event."
     )
     assert types_of(verify(trajectory)) == ["empty_result"]
-    # SCORERS.md §3: "An empty result alone is never a contradiction" (real runs search twice
+    # docs/scorers.md, tool_result_verification: "An empty result alone is never a contradiction" (real runs search twice
     # and rightly quote the search that found something; a think tool returns nothing).
     search = make_trajectory([("search", {"q": "x"}, [])], output="I found several great options.")
     assert types_of(verify(search)) == ["empty_result"]

@@ -1,4 +1,4 @@
-"""tool_call_validation: SCORERS.md §2, one test per issue type and its clean case."""
+"""tool_call_validation (docs/scorers.md): one test per issue type and its clean case."""
 
 from __future__ import annotations
 

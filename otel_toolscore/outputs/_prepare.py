@@ -4,8 +4,8 @@ attributes, the metric points, every explanation redacted and cut.
 
 No OpenTelemetry SDK object is built here: ``outputs.otel.Emitter.send`` hands an emission to the
 SDK. The split lets ``scoring="process"`` prepare in its child process and leave the app only the
-SDK calls; on the worker thread both halves run one after the other. Names in DESIGN.md,
-"Emitted names".
+SDK calls; on the worker thread both halves run one after the other. Names in
+docs/emitted.md.
 """
 
 from __future__ import annotations

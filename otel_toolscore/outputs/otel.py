@@ -1,5 +1,5 @@
 """Scores out to OpenTelemetry: agent-span attributes, ``gen_ai.evaluation.result`` events, one
-evaluation span per score, and metrics (names in DESIGN.md, "Emitted names"; all in semconv).
+evaluation span per score, and metrics (names in docs/emitted.md; all in semconv).
 
 Two halves: ``_prepare.Preparer`` works out what a run emits as plain data (an ``Emission``),
 ``Emitter.send`` hands it to the SDK. The worker thread does both; with ``scoring="process"``
@@ -500,7 +500,7 @@ class Emitter:
     # --- evaluation spans -------------------------------------------------------------------
 
     def _evaluation_spans(self, emission: Emission, agent_span: ReadableSpan) -> list[ReadableSpan]:
-        """DESIGN.md, "Emitted names": the GenAI semconv proposal's ``evaluation`` operation.
+        """docs/emitted.md, "Evaluation spans": the GenAI semconv proposal's ``evaluation`` operation.
 
         One per score because the ``gen_ai.evaluation.*`` attributes describe one evaluation:
         a backend search on ``gen_ai.evaluation.name``/``score.label`` then finds each score.

@@ -114,7 +114,7 @@ class _PendingRun:
 class _TraceBuffer:
     """One trace's spans not scored yet, and what completion per run needs to know of it.
 
-    Completion is per outermost agent run (DESIGN.md "Completion"): a trace can hold several
+    Completion is per outermost agent run (docs/design.md, "Completion"): a trace can hold several
     runs, each scored on its own subtree when its agent span and its descendants have ended.
     ``parents`` (ended spans) and the live ``open_ids`` spans let a span find the run it belongs to.
     """

@@ -1,4 +1,4 @@
-"""Scorers: each takes a ``Trajectory`` and returns a ``Score`` (see SCORERS.md).
+"""Scorers: each takes a ``Trajectory`` and returns a ``Score`` (see docs/scorers.md).
 
 ``registry.py`` lists the built-in scorers, one line each; ``results.py`` holds the typed
 per-call results they produce. The LLM-judged scorers' modules do not import litellm until a

@@ -1,4 +1,4 @@
-"""What supports a fact an answer states: the run's sources (SCORERS.md §3 "Sources").
+"""What supports a fact an answer states: the run's sources (docs/scorers.md, tool_result_verification, "Facts and their support").
 
 Sources are every tool result of the conversation up to the answer (this run's and earlier
 turns', as the model input history carries them) with the query each answered result answers

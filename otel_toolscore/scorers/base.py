@@ -3,7 +3,7 @@ and where expectations (ground truth) come from.
 
 A scorer is a small object with ``name``, ``kind`` and ``score(trajectory) -> Score``. The
 judgement lives in ``_score``; ``score`` wraps it so that nothing a scorer does can raise into
-the processor or the CLI (DESIGN.md, "Failure is not a score"): an unexpected exception becomes
+the processor or the CLI (docs/design.md, "Failure is not a score"): an unexpected exception becomes
 a ``Score`` with no value, label ``error`` and ``error`` set to a short type. Which scorers exist
 is ``registry.py``'s; how each is built from its options is the scorer's own (``from_options``).
 """

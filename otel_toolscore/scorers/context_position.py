@@ -1,5 +1,5 @@
-"""``context_position``: were the relevant context items placed first? (SCORERS.md §6; Mastra
-ContextPositionMetric.)
+"""``context_position``: were the relevant context items placed first? (docs/scorers.md,
+context_position; Mastra ContextPositionMetric.)
 
 The judge gives one relevance verdict per context item, in order; the score weights position i
 (0-based) by 1/(i+1). ``ideal_position_score`` and ``precision`` in the details separate "the
@@ -42,7 +42,7 @@ def _weights(n: int) -> list[float]:
 
 
 def position_scores(relevant: Sequence[bool], scale: float = 1.0) -> dict[str, float]:
-    """SCORERS.md §6 for a non-empty verdict list: ``score`` (weighted by position),
+    """docs/scorers.md, context_position, for a non-empty verdict list: ``score`` (weighted by position),
     ``ideal_position_score`` (against the best order for that many relevant items), ``precision``."""
     weights = _weights(len(relevant))
     got = sum(w for w, ok in zip(weights, relevant) if ok)

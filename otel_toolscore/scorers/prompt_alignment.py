@@ -1,5 +1,5 @@
-"""``prompt_alignment``: did the agent's response follow its instructions? (SCORERS.md §5;
-Mastra PromptAlignmentMetric.)
+"""``prompt_alignment``: did the agent's response follow its instructions? (docs/scorers.md,
+prompt_alignment; Mastra PromptAlignmentMetric.)
 
 Instructions come from the ``instructions`` option, else from the run's system instructions,
 which a first judge call splits into individual instructions (cached like any judge answer, so
@@ -61,7 +61,7 @@ class AlignmentAnswer(JudgeOutput):
 
 
 def alignment_score(verdicts: Sequence[str], scale: float = 1.0) -> float | None:
-    """SCORERS.md §5: ``round2(yes / (yes + no) × scale)``; None when nothing is applicable."""
+    """docs/scorers.md, prompt_alignment: ``round2(yes / (yes + no) × scale)``; None when nothing is applicable."""
     yes = sum(1 for v in verdicts if v == "yes")
     no = sum(1 for v in verdicts if v == "no")
     if yes + no == 0:

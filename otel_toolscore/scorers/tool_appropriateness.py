@@ -1,5 +1,5 @@
 """``tool_call_appropriateness``: was each tool the agent called appropriate for the request?
-(SCORERS.md §4; Mastra's LLM tool-call accuracy.)
+(docs/scorers.md, tool_call_appropriateness; Mastra's LLM tool-call accuracy.)
 
 The judge sees the user request, the final response, the tools called in order with their
 arguments (and results, as data), and the tools the agent could have used; it answers one
@@ -52,7 +52,7 @@ class AppropriatenessAnswer(JudgeOutput):
 
 
 def appropriateness_score(evaluations: Sequence[bool], missing_tools: Sequence[str]) -> float:
-    """SCORERS.md §4: no evaluations → 1.0 when nothing is missing else 0.0; otherwise the
+    """docs/scorers.md, tool_call_appropriateness: no evaluations → 1.0 when nothing is missing else 0.0; otherwise the
     share of appropriate calls, rounded to 2 decimals."""
     if not evaluations:
         return 0.0 if missing_tools else 1.0

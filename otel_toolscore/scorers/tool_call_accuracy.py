@@ -1,4 +1,5 @@
-"""``tool_call_accuracy``: did the agent call the expected tool(s)? (SCORERS.md §1)
+"""``tool_call_accuracy``: did the agent call the expected tool(s)? (docs/scorers.md,
+tool_call_accuracy)
 
 Binary and deterministic. Two modes:
 

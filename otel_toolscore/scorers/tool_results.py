@@ -1,8 +1,9 @@
-"""``tool_result_verification``: what did the agent do with each tool result? (SCORERS.md §3)
+"""``tool_result_verification``: what did the agent do with each tool result? (docs/scorers.md,
+tool_result_verification)
 
 Per call, the result is read (missing, error, malformed, empty, or values) and compared with the
 agent's response: the final answer, plus with ``cross_turn`` the assistant messages written
-after the call. Issues and weights are SCORERS.md's (high 0.6, medium 0.3, low 0.1).
+after the call. Issues and weights: docs/scorers.md, tool_result_verification (high 0.6, medium 0.3, low 0.1).
 
 How the comparison works:
 
@@ -26,7 +27,7 @@ How the comparison works:
   that claims to have found something (an action tool returning nothing is normal). Agreement
   (``not_found`` and "was not found") is not a contradiction.
 
-Decisions where SCORERS.md is silent:
+Decisions of this implementation (docs/scorers.md, tool_result_verification, states their result):
 
 * A failed call is not also ``unused_result`` or ``incomplete_integration``: its error text need
   not be quoted. It counts as *integrated* when the response admits the failure.
@@ -932,7 +933,7 @@ def _state_of(value: Any) -> str | None:
 def _contradiction(
     call: ToolCall, value: Any, error: str | None, response: Response, outcomes: _Outcomes, i: int
 ) -> Issue | None:
-    """Explicit outcomes only (SCORERS.md §3): an empty result alone never contradicts. The
+    """Explicit outcomes only (docs/scorers.md, tool_result_verification, "Issues"): an empty result alone never contradicts. The
     result is asked first (after a cheap look at the response's words): the response's claims (two
     long pattern searches) are read only for a result that could contradict them."""
     # ``outcomes.failed``: the error, "nothing found" or a failure report (worked out once per run)

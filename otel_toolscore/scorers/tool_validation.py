@@ -1,12 +1,12 @@
 """``tool_call_validation``: is each tool call well-formed against its tool's JSON Schema?
-(SCORERS.md §2)
+(docs/scorers.md, tool_call_validation)
 
 Per call: issues with a severity, a score ``max(0, 1 − Σ weight)`` (critical 1.0, high 0.7,
 medium 0.4, low 0.1; with ``strict`` any high/critical issue gives 0) and ``valid`` (no critical
 issue). Per trajectory: the mean of the call scores, 2 decimals; 1.0 and label ``no_tool_calls``
 without calls.
 
-Decisions where SCORERS.md is silent:
+Decisions of this implementation (docs/scorers.md, tool_call_validation, states their result):
 
 * Trajectory label: ``pass`` when every call is valid and no call has a high or critical issue,
   else ``fail``.

@@ -14,7 +14,7 @@ entry point (``MODES``) and option bits for it. The custom mutator knows this la
 JSON payloads structurally (including JSON held in string attributes, which the conventions
 parse), so fuzzing reaches past the JSON parser into the decoder, assembly and the scorers.
 
-The contract (input is untrusted; DESIGN.md): each entry point returns spans and problem notes,
+The contract (input is untrusted; docs/reliability.md, "Hostile traces are read"): each entry point returns spans and problem notes,
 or raises its documented error (``OtlpDecodeError`` from otel_toolscore.ingest; the server's
 ``Rejection``, an HTTP 4xx, from ``inflate``/``decode_traces``). Anything else is a crash, and
 so is any of these, which the code would otherwise swallow:

@@ -1,7 +1,8 @@
 """tool_result_verification on real conversations: the flags that page a person are right, and a
 wrong fact put into a clean real answer is flagged, naming it.
 
-``verdicts.json`` holds our own reading of real runs of the shared corpus (SCORERS.md §3 sources:
+``verdicts.json`` holds our own reading of real runs of the tau_airline corpus (docs/scorers.md,
+tool_result_verification, sources:
 tool results of the conversation so far, user messages, the system policy): every run that some
 version of the scorer flagged (the first version, and stricter variants of this one: no totals,
 no ids inside ids, only the run's own results as sources), and the other runs that made calls and
