@@ -57,7 +57,7 @@ What is accepted is kept until delivered: a batch the upstream refuses is retrie
 (``delivery.RetryingExporter``), and while it is failing new spans are refused (503/UNAVAILABLE,
 ``Retry-After``), so the senders hold them. Only a stop whose deadline passes with the upstream
 still failing gives up: those spans are counted in ``stats["spans_undelivered"]`` and logged.
-The buffer is in memory: a kill -9 loses what was accepted and not yet delivered (README).
+The buffer is in memory: a kill -9 loses what was accepted and not yet delivered (docs/reliability.md, "`serve` never acknowledges").
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ class ToolScoreServer:
         if "hold_timeout" not in resolved.model_fields_set:
             resolved = resolved.model_copy(update={"hold_timeout": resolved.decision_wait + HOLD_MARGIN_S})
         elif overrides.get("hold_timeout") is None and resolved.hold_timeout <= resolved.decision_wait:
-            # From the file or the environment the app shares (README: hold_timeout 2.0): there it
+            # From the file or the environment the app shares (docs/configuration.md: hold_timeout 2.0): there it
             # bounds the hold after the run ended; here the run ends when its trace has been quiet
             # for decision_wait, so the same bound counts from then. One file serves both.
             resolved = resolved.model_copy(update={"hold_timeout": resolved.decision_wait + resolved.hold_timeout})
