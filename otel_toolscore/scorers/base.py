@@ -30,6 +30,14 @@ LABEL_FAIL = "fail"
 LABEL_SKIPPED = "skipped"
 LABEL_ERROR = "error"
 LABEL_NO_TOOL_CALLS = "no_tool_calls"
+#: ``details.reason`` of a skipped tool_call_validation: no call of the run had a known schema
+REASON_NO_TOOL_SCHEMAS = "no_tool_schemas"
+#: how tool schemas reach tool_call_validation, for explanations and reports
+HOW_TO_SUPPLY_SCHEMAS = (
+    "Supply tool schemas: the scorer's `schemas` option, install(tool_schemas=...) "
+    "(e.g. otel_toolscore.tool_schemas(fn, Model)), the `tool_schemas` config key, or "
+    "`otel-toolscore score --tool-schemas FILE`."
+)
 
 _MAX_ERROR_MESSAGE = 300
 

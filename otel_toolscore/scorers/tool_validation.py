@@ -60,10 +60,12 @@ from otel_toolscore.scorers._common import (
 )
 from otel_toolscore.scorers._schema_check import Check, quick_check
 from otel_toolscore.scorers.base import (
+    HOW_TO_SUPPLY_SCHEMAS,
     LABEL_FAIL,
     LABEL_NO_TOOL_CALLS,
     LABEL_PASS,
     LABEL_SKIPPED,
+    REASON_NO_TOOL_SCHEMAS,
     BuildInputs,
     Score,
     Scorer,
@@ -334,15 +336,8 @@ def _new_user_message(
 # --- the scorer ---------------------------------------------------------------------------------
 
 
-#: ``details.reason`` when no call of the run could be checked
-REASON_NO_SCHEMAS = "no_tool_schemas"
 #: where a checked call's schema came from (``schema_source`` in its details)
 SOURCE_OPTION, SOURCE_OFFERED, SOURCE_TOOL_SPAN = "option", "offered", "tool_span"
-HOW_TO_SUPPLY_SCHEMAS = (
-    "Supply tool schemas: the scorer's `schemas` option, install(tool_schemas=...) "
-    "(e.g. otel_toolscore.tool_schemas(fn, Model)), the `tool_schemas` config key, or "
-    "`otel-toolscore score --tool-schemas FILE`."
-)
 _NAMES_IN_EXPLANATION = 3
 
 
@@ -555,7 +550,7 @@ class ToolCallValidation(Scorer):
         if problems:
             details["schema_problems"] = dict(problems)
         if not checked:
-            details["reason"] = REASON_NO_SCHEMAS
+            details["reason"] = REASON_NO_TOOL_SCHEMAS
             names = sorted({report.name for report in reports if report.name})
             shown = ", ".join(names[:_NAMES_IN_EXPLANATION]) + (", …" if len(names) > _NAMES_IN_EXPLANATION else "")
             return Score.of_code(
@@ -851,8 +846,6 @@ def _issue_misuse(name: str, earlier: int) -> Issue:
 
 
 __all__ = [
-    "HOW_TO_SUPPLY_SCHEMAS",
-    "REASON_NO_SCHEMAS",
     "SEVERITY_WEIGHTS",
     "CompiledSchema",
     "ToolCallValidation",
