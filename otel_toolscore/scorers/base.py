@@ -34,9 +34,8 @@ LABEL_NO_TOOL_CALLS = "no_tool_calls"
 REASON_NO_TOOL_SCHEMAS = "no_tool_schemas"
 #: how tool schemas reach tool_call_validation, for explanations and reports
 HOW_TO_SUPPLY_SCHEMAS = (
-    "Supply tool schemas: the scorer's `schemas` option, install(tool_schemas=...) "
-    "(e.g. otel_toolscore.tool_schemas(fn, Model)), the `tool_schemas` config key, or "
-    "`otel-toolscore score --tool-schemas FILE`."
+    "Supply tool schemas: install(tool_schemas=otel_toolscore.tool_schemas(fn, ...)), the tool_schemas "
+    "config key, the schemas option, or score --tool-schemas FILE."
 )
 
 _MAX_ERROR_MESSAGE = 300

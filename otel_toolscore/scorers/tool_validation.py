@@ -557,8 +557,9 @@ class ToolCallValidation(Scorer):
                 name=self.name,
                 value=None,
                 label=LABEL_SKIPPED,
-                explanation=f"No tool call could be checked: no JSON Schema is known for {shown} and the "
-                f"tools offered to the model were not recorded. {HOW_TO_SUPPLY_SCHEMAS}",
+                # (the how-to first: an emitted explanation is cut at explanation_max_chars, 256)
+                explanation=f"No tool call could be checked: the offered tools were not recorded and no "
+                f"schema is known. {HOW_TO_SUPPLY_SCHEMAS} (Tools: {shown}.)",
                 details=details,
                 call_results=tuple(reports),
             )
