@@ -285,8 +285,8 @@ class ToolScoreCapture:
         ``otel_toolscore.tool_schemas(my_tool)``), the tool definitions the model was offered
         and the schemas frameworks record on tool spans. Fails on high/critical issues
         (unreadable or missing arguments, schema violations, a tool that was not offered); a
-        call whose tool has no known schema is unchecked, unless ``require_schemas`` (then it
-        is reported, and fails only with ``strict`` scoring).
+        call whose tool has no known schema is unchecked, unless ``require_schemas``: then it
+        fails too (``unknown_tool``).
         """
         __tracebackhide__ = True  # failures point at the test, not at the plugin
         scorer = ToolCallValidation(schemas=schemas, allow_unknown_tools=allow_unknown_tools,
@@ -295,7 +295,8 @@ class ToolScoreCapture:
         failures = []
         for traj in runs:
             score = scorer.score(traj)
-            if score.label == "fail" or score.error:
+            unknown = require_schemas and any(i.type == "unknown_tool" for c in score.calls for i in c.issues)
+            if score.label == "fail" or score.error or unknown:
                 failures.append([_run_name(traj), *_calls(traj), "  issues:",
                                  *(_issue_lines(score) or ["    (none listed)"]), _score_line(score)])
         self._fail("tool calls with invalid arguments", failures, len(runs))

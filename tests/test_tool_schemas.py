@@ -338,6 +338,8 @@ def test_the_pytest_plugin_passes_valid_arguments_when_there_is_no_schema() -> N
     capture.assert_valid_arguments({"get_weather": WEATHER}, run=run)
     with pytest.raises(AssertionError, match="invalid arguments"):
         capture.assert_valid_arguments({"get_weather": STRICT_WEATHER}, run=run)
+    with pytest.raises(AssertionError, match="unknown_tool"):
+        capture.assert_valid_arguments(run=run, require_schemas=True)
 
 
 # --- a stock openai-v2 app, end to end -----------------------------------------------------------
