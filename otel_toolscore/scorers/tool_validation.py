@@ -425,10 +425,10 @@ class ToolCallValidation(Scorer):
 
     def _details_are_json(self, result: Score) -> bool:
         # This class's own details (a subclass may write others) about calls without issues hold
-        # nothing from the trajectory but each call's id and name: text or None, they are JSON
-        # (and the run's schema problems: text the scorer wrote about names of the run).
-        # (An issue copies values from the call and its schema: those details are encoded.)
-        if type(self) is not ToolCallValidation or result.call_results is None:
+        # nothing from the trajectory but each call's id and name: text or None, they are JSON.
+        # (An issue copies values from the call and its schema, and a schema problem quotes the
+        # schema: those details are encoded.)
+        if type(self) is not ToolCallValidation or result.call_results is None or "schema_problems" in result.details:
             return False
         return all(not r.issues and is_text_or_none(r.call_id) and is_text_or_none(r.name)
                    for r in result.call_results)
