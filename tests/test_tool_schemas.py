@@ -195,6 +195,17 @@ def _without_offers(trajectory: Trajectory) -> Trajectory:
     return trajectory
 
 
+def test_tool_schema_values_as_frameworks_write_them() -> None:
+    from otel_toolscore.conventions.parsing import tool_schema_from
+
+    assert tool_schema_from(json.dumps(WEATHER)) == WEATHER  # Strands: serialize(inputSchema["json"])
+    assert tool_schema_from(json.dumps({"json": WEATHER})) == WEATHER  # older Strands: the whole inputSchema
+    assert tool_schema_from({"json": json.dumps(WEATHER)}) == WEATHER
+    assert tool_schema_from(WEATHER) == WEATHER
+    for no_schema in ('{"city": "Oslo"}', "not json", "[1]", None, 42):
+        assert tool_schema_from(no_schema) is None, no_schema
+
+
 def test_agno_tool_parameters_holding_the_arguments_is_no_schema() -> None:
     trajectory = _outermost(read_otlp_json(paths.CAPTURES / "agno_openinference" / "wrong_tool.json"))
     assert [c.schema for c in trajectory.tool_calls] == [None]
