@@ -23,10 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 #: a parameter the model does not fill (the framework does): left out of a function's schema
 _SKIPPED_PARAMETERS = frozenset({"self", "cls"})
+#: the frameworks' context parameters (Pydantic AI ``RunContext``, Strands and ADK ``ToolContext``):
+#: the framework passes them, the model never does
+_CONTEXT_TYPES = frozenset({"RunContext", "ToolContext", "InvocationContext", "CallbackContext"})
 
 
 def tool_schemas(*tools: Any, **named: Any) -> dict[str, dict[str, Any]]:
@@ -88,8 +91,10 @@ def function_schema(fn: Callable[..., Any]) -> dict[str, Any]:
         if name in _SKIPPED_PARAMETERS or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
         annotation = hints.get(name, parameter.annotation)
-        if annotation is inspect.Parameter.empty or isinstance(annotation, str):
-            annotation = Any
+        if _is_context(annotation):
+            continue
+        if annotation is inspect.Parameter.empty or isinstance(annotation, str) or not _has_json_schema(annotation):
+            annotation = Any  # (a type JSON Schema cannot describe accepts anything, as unannotated)
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
         fields[name] = (annotation, default)
     model = create_model(  # type: ignore[call-overload]
@@ -98,6 +103,19 @@ def function_schema(fn: Callable[..., Any]) -> dict[str, Any]:
     schema: dict[str, Any] = model.model_json_schema()
     schema.pop("title", None)
     return schema
+
+
+def _is_context(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation) or annotation
+    return getattr(origin, "__name__", None) in _CONTEXT_TYPES
+
+
+def _has_json_schema(annotation: Any) -> bool:
+    try:
+        TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True)).json_schema()
+    except Exception:  # noqa: BLE001 - pydantic's many ways of saying "no schema for this type"
+        return False
+    return True
 
 
 def load_tool_schemas(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -223,6 +223,18 @@ async def search(query: str, *, limit: int = 5, **extra: Any) -> list[str]:
     return []
 
 
+class RunContext:  # (named as Pydantic AI's: the framework passes it, the model does not)
+    pass
+
+
+class Connection:  # a type JSON Schema cannot describe
+    pass
+
+
+def with_context(ctx: RunContext, city: str, conn: Connection | None = None) -> str:
+    return city
+
+
 class SendEmail(BaseModel):
     to: str = Field(pattern=r".+@.+")
     subject: str
@@ -247,6 +259,8 @@ def test_tool_schemas_of_functions_models_and_definitions() -> None:
     assert schemas["lookup"] == WEATHER and schemas["openai_style"] == WEATHER
     with pytest.raises(TypeError):
         otel_toolscore.tool_schemas(42)
+    context = otel_toolscore.tool_schemas(with_context)["with_context"]
+    assert context["required"] == ["city"] and set(context["properties"]) == {"city", "conn"}
 
 
 def test_tool_schemas_check_calls_as_the_schemas_option() -> None:
