@@ -23,7 +23,7 @@ os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experiment
 os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
 os.environ.setdefault("OTEL_SERVICE_NAME", "weather-assistant-openai-v2")
 
-from agent_common import SCENARIOS, openai_complete, run_agent, start_model_server
+from agent_common import SCENARIOS, TOOL_SCHEMAS, openai_complete, run_agent, start_model_server
 from openai import OpenAI
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
@@ -49,7 +49,10 @@ def main() -> None:
     server, base_url = (None, args.base_url) if args.base_url else start_model_server()
     meter_provider = prometheus_meter_provider(args.prometheus_port) if args.prometheus_port else None
 
-    otel_toolscore.install(meter_provider=meter_provider)  # tracer provider + scoring + OTLP export
+    # tracer provider + scoring + OTLP export; the instrumentation does not record the tools
+    # offered to the model, so the app gives their schemas (otel_toolscore.tool_schemas(fn, ...)
+    # makes them from the tool functions) for argument validation
+    otel_toolscore.install(meter_provider=meter_provider, tool_schemas=TOOL_SCHEMAS)
     OpenAIInstrumentor().instrument()
 
     client = OpenAI(base_url=base_url, api_key="sk-local", max_retries=0)

@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "replay_file": "otel_toolscore.runtime.replay",
     "ToolScoreSettings": "otel_toolscore.config",
     "load_settings": "otel_toolscore.config",
+    "tool_schemas": "otel_toolscore.schemas",
     "Score": "otel_toolscore.scorers.base",
     "Scorer": "otel_toolscore.scorers.base",
     "Document": "otel_toolscore.trajectory",
@@ -49,6 +50,7 @@ __all__ = [  # grouped by stage, as _EXPORTS
     "replay_file",
     "ToolScoreSettings",
     "load_settings",
+    "tool_schemas",
     "Score",
     "Scorer",
     "Document",
@@ -71,6 +73,7 @@ if TYPE_CHECKING:  # the static view of the same names, for type checkers and ID
     from otel_toolscore.runtime.bootstrap import InstallError, install
     from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
     from otel_toolscore.runtime.replay import replay, replay_file
+    from otel_toolscore.schemas import tool_schemas
     from otel_toolscore.scorers.base import Score, Scorer
     from otel_toolscore.trajectory import (
         Document,

@@ -909,6 +909,8 @@ def _take_tool_run(call: ToolCall, t: ToolExecution) -> None:
         call.result, call.result_raw, call.has_result = t.result, t.result_raw, True
     if t.error and call.error is None:
         call.error = t.error
+    if t.schema is not None and call.schema is None:
+        call.schema = t.schema
 
 
 def _add_source(call: ToolCall, source: str) -> None:

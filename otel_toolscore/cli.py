@@ -70,13 +70,12 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 def _load_schemas(path: Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
+    from otel_toolscore.schemas import load_tool_schemas
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        _fail(f"{path}: cannot read tool schemas: {exc}")
-    if not isinstance(data, dict):
-        _fail(f"{path}: tool schemas must be a JSON object of tool name → JSON Schema")
-    return data
+        return load_tool_schemas(path)
+    except ValueError as exc:
+        _fail(str(exc))
 
 
 def _read_lines(path: Path, what: str) -> list[str]:
@@ -165,10 +164,16 @@ def score(
     ] = None,
     strict: Annotated[bool | None, typer.Option("--strict/--no-strict", help="Strict tool-call accuracy.")] = None,
     tool_schemas: Annotated[
-        Path | None, typer.Option(help="JSON object: tool name → JSON Schema (or {parameters, deprecated, replaced_by}).")
+        Path | None, typer.Option(help="JSON or YAML object: tool name → JSON Schema (or {parameters, deprecated, "
+                                  "replaced_by}); tool_call_validation checks calls against them.")
     ] = None,
+    require_schemas: Annotated[
+        bool, typer.Option("--require-schemas", help="tool_call_validation: a tool with no known schema is an "
+                           "unknown_tool issue (default: the call is unchecked, no penalty).")
+    ] = False,
     fail_under: Annotated[
-        float | None, typer.Option(help="Exit 1 when any score is below this value (a CI gate).")
+        float | None, typer.Option(help="Exit 1 when any score is below this value (a CI gate; "
+                                   "skipped scores, e.g. no tool schemas, do not fail it).")
     ] = None,
     judge_model: Annotated[
         str | None, typer.Option(help="litellm model string of the judge, e.g. openai/gpt-4o-mini.")
@@ -189,7 +194,7 @@ def score(
     ] = False,
     config: Annotated[Path | None, typer.Option(
         help="YAML settings file, the one the app and the sidecar read (default: $OTEL_TOOLSCORE_CONFIG): its "
-        "scorers, scorer_options, tool_schemas, allow_unknown_tools and rules apply; options given here win. "
+        "scorers, scorer_options, tool_schemas, require_schemas, allow_unknown_tools and rules apply; options given here win. "
         "OTEL_TOOLSCORE_* variables apply too.")] = None,
 ) -> None:
     """Rebuild every agent run in the given traces and score it."""
@@ -213,7 +218,8 @@ def score(
         )
         schemas = _load_schemas(tool_schemas) if tool_schemas is not None else settings.tool_schemas
         scorers = build_scorers(names or None, options, schemas=schemas,
-                                allow_unknown_tools=settings.allow_unknown_tools)
+                                allow_unknown_tools=settings.allow_unknown_tools,
+                                require_schemas=require_schemas or settings.require_schemas)
     except (ScorerConfigError, MissingExtraError, TypeError, ValueError) as exc:
         _fail(str(exc))
     runs: list[ScoredRun] = []

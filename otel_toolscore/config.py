@@ -193,8 +193,22 @@ class ToolScoreSettings(BaseSettings):
     sample_rates: dict[str, Rate] = Field(default_factory=dict)
     default_sample_rate: Rate = 1.0
     rules: list[Rule] = Field(default_factory=list)
+    #: tool name -> JSON Schema (or {parameters, deprecated, replaced_by}) for tool_call_validation,
+    #: or the path of a JSON/YAML file of them; ``otel_toolscore.tool_schemas(fn, Model)`` makes one
     tool_schemas: dict[str, Any] | None = None
+    #: tool_call_validation: a tool with no known schema is an ``unknown_tool`` issue (else unchecked)
+    require_schemas: bool = False
+    #: the option before require_schemas: true turns require_schemas off
     allow_unknown_tools: bool = False
+
+    @field_validator("tool_schemas", mode="before")
+    @classmethod
+    def _tool_schemas_file(cls, value: Any) -> Any:
+        if isinstance(value, (str, os.PathLike)):
+            from otel_toolscore.schemas import load_tool_schemas
+
+            return load_tool_schemas(value)
+        return value
 
     @field_validator("scorers", mode="before")
     @classmethod

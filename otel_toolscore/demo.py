@@ -407,7 +407,8 @@ def _run_agents(options: DemoOptions, console: Console, examples: ModuleType, ph
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(_LogTee(log_out, seen)))
 
     runs = _Runs()
-    scorers: list[Scorer | str] = [_Recording(s, runs.add) for s in build_scorers(None)]
+    # the app's own tool schemas: stock instrumentation does not record the tools it offers
+    scorers: list[Scorer | str] = [_Recording(s, runs.add) for s in build_scorers(None, schemas=examples.TOOL_SCHEMAS)]
     processor = install(tracer_provider, scorers=scorers, span_exporter=_SpanTee(span_exporters, seen),
                         meter_provider=meter_provider, logger_provider=logger_provider, set_global=False)
 

@@ -38,6 +38,8 @@ ANTHROPIC_TOOL_RESULT_CONTENT = "anthropic.tool_result.content"
 TOOL_RESULT_KEYS = (GEN_AI_TOOL_CALL_RESULT, ANTHROPIC_TOOL_RESULT_CONTENT)
 #: Strands Agents' tool span status, "success" or "error" (its ToolResult ``status``)
 STRANDS_TOOL_STATUS = "gen_ai.tool.status"
+#: Strands Agents' tool span: the tool's input JSON Schema, as JSON text (its ``inputSchema["json"]``)
+STRANDS_TOOL_JSON_SCHEMA = "gen_ai.tool.json_schema"
 
 OP_INVOKE_AGENT = "invoke_agent"
 OP_INVOKE_WORKFLOW = "invoke_workflow"

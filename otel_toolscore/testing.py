@@ -278,21 +278,25 @@ class ToolScoreCapture:
         self._fail(f"tools were not called in the order {order}", failures, len(runs))
 
     def assert_valid_arguments(self, schemas: dict[str, Any] | None = None, *, run: Trajectory | None = None,
-                               allow_unknown_tools: bool = False) -> None:
+                               allow_unknown_tools: bool = False, require_schemas: bool = False) -> None:
         """Every tool call has readable arguments that satisfy its JSON Schema.
 
-        Schemas come from ``schemas`` (tool name → JSON Schema) and the tool definitions the
-        model was offered. Fails on high/critical issues (unreadable or missing arguments,
-        schema violations, a tool that was not offered); a tool with no known schema is only
-        reported.
+        Schemas come from ``schemas`` (tool name → JSON Schema, e.g.
+        ``otel_toolscore.tool_schemas(my_tool)``), the tool definitions the model was offered
+        and the schemas frameworks record on tool spans. Fails on high/critical issues
+        (unreadable or missing arguments, schema violations, a tool that was not offered); a
+        call whose tool has no known schema is unchecked, unless ``require_schemas``: then it
+        fails too (``unknown_tool``).
         """
         __tracebackhide__ = True  # failures point at the test, not at the plugin
-        scorer = ToolCallValidation(schemas=schemas, allow_unknown_tools=allow_unknown_tools)
+        scorer = ToolCallValidation(schemas=schemas, allow_unknown_tools=allow_unknown_tools,
+                                    require_schemas=require_schemas)
         runs = self._runs(run)
         failures = []
         for traj in runs:
             score = scorer.score(traj)
-            if score.label == "fail" or score.error:
+            unknown = require_schemas and any(i.type == "unknown_tool" for c in score.calls for i in c.issues)
+            if score.label == "fail" or score.error or unknown:
                 failures.append([_run_name(traj), *_calls(traj), "  issues:",
                                  *(_issue_lines(score) or ["    (none listed)"]), _score_line(score)])
         self._fail("tool calls with invalid arguments", failures, len(runs))

@@ -164,6 +164,9 @@ class ToolCall(_Model):
     llm_span_id: str | None = None
     #: names of the tools offered in the request that produced this call (None: not known)
     offered_tools: list[str] | None = None
+    #: the tool's JSON Schema as the framework recorded it on the call's own tool span (Strands
+    #: ``gen_ai.tool.json_schema``, OpenInference ``tool.parameters``); None: none recorded
+    schema: dict[str, Any] | None = None
     #: where the call was seen: llm_output, history, tool_span, result_message
     sources: list[str] = field(default_factory=list)
     start_time: int | None = None

@@ -146,9 +146,9 @@ def test_the_table_gate_names_every_failing_score_and_exits_1() -> None:
 
 
 def test_labels_the_summary_junit_and_exit_status_agree_under_a_gate() -> None:
-    # tool_call_validation scores 0.6 with a "pass" label (unknown tools are medium issues): under
-    # a 0.8 gate it fails, and every output says so
-    args = [str(SAMPLE), "-s", "tool_call_validation", "--fail-under", "0.8"]
+    # with --require-schemas tool_call_validation scores 0.6 with a "pass" label (unknown tools are
+    # medium issues): under a 0.8 gate it fails, and every output says so
+    args = [str(SAMPLE), "-s", "tool_call_validation", "--require-schemas", "--fail-under", "0.8"]
     table = score(*args)
     assert table.returncode == 1
     assert "0.6 fail" in table.stdout and "0.6 pass" not in table.stdout
@@ -169,7 +169,7 @@ def test_the_table_and_json_print_one_and_the_same_summary() -> None:
     json_run = score(str(SAMPLE), "--format", "json")
     (json_summary,) = [line for line in json_run.stderr.splitlines() if line.startswith("otel-toolscore: ")]
     assert json_summary in table.stdout.splitlines()
-    assert "15 scores: 7 passed, 3 failed, 5 skipped, 0 errors" in json_summary
+    assert "15 scores: 5 passed, 3 failed, 7 skipped, 0 errors" in json_summary
 
 
 def test_the_table_shows_trace_id_and_service_of_each_run() -> None:
@@ -183,9 +183,28 @@ def test_the_table_shows_trace_id_and_service_of_each_run() -> None:
         assert record["service_name"][:16] in row  # a long name folds onto the next line
 
 
+def test_runs_without_tool_schemas_are_skipped_and_pass_the_gate() -> None:
+    """SCORERS.md §2: the openai-v2 (B) and Mastra (M1) runs record no offered tools and no
+    schema: tool_call_validation is skipped (None, never 0.6), the gate does not count them, and
+    the report says how to supply schemas."""
+    args = [str(SAMPLE), "-s", "tool_call_validation", "--fail-under", "0.8"]
+    records = [json.loads(line) for line in score(*args, "--format", "json").stdout.splitlines()]
+    skipped = [s for r in records for s in r["scores"] if s["label"] == "skipped"]
+    assert len(skipped) == 2 and all(s["value"] is None for s in skipped)
+    assert all(s["details"]["reason"] == "no_tool_schemas" and s["details"]["checked_calls"] == 0 for s in skipped)
+    assert all("--tool-schemas" in s["explanation"] for s in skipped)
+    xml = score(*args, "--format", "junit")
+    line = summary(xml)
+    assert (line["failed"], line["skipped"]) == ("1", "2")  # the one 0 (bad arguments) only
+    table = score(*args)
+    hints = [line for line in table.stdout.splitlines() if line.strip().startswith("skipped:")]
+    assert any("--tool-schemas FILE" in h and "tool_schemas" in h for h in hints), hints
+
+
 def test_skipped_says_how_to_set_an_expectation() -> None:
     proc = score(str(SAMPLE))
-    (hint,) = [line for line in proc.stdout.splitlines() if line.strip().startswith("skipped:")]
+    (hint,) = [line for line in proc.stdout.splitlines()
+               if line.strip().startswith("skipped:") and "expected tool" in line]
     for way in ("--expected-tool", "toolscore.expected_tool", "rules"):
         assert way in hint
     records = [json.loads(line) for line in score(str(SAMPLE), "--format", "json").stdout.splitlines()]

@@ -303,10 +303,12 @@ def test_an_openinference_tool_parameters_holding_the_arguments_is_no_schema() -
     args = '{"city": "Oslo"}'
     as_args = read_span(_span("execute_tool w", {sc.OI_SPAN_KIND: "TOOL", sc.OI_TOOL_NAME: "w",
                                                  sc.OI_TOOL_PARAMETERS: args, sc.OI_INPUT_VALUE: args}))
-    assert [(d.name, d.parameters) for d in as_args.tool_definitions or []] == [("w", None)]
+    assert as_args.tool is not None and as_args.tool.schema is None
     as_schema = read_span(_span("w", {sc.OI_SPAN_KIND: "TOOL", sc.OI_TOOL_NAME: "w",
                                       sc.OI_TOOL_PARAMETERS: json.dumps(_SCHEMA), sc.OI_INPUT_VALUE: args}))
-    assert [(d.name, d.parameters) for d in as_schema.tool_definitions or []] == [("w", _SCHEMA)]
+    # the tool span's own schema (validation's schema_source "tool_span"), not an offered definition
+    assert as_schema.tool is not None and as_schema.tool.schema == _SCHEMA
+    assert as_schema.tool_definitions is None
 
 
 # --- Google ADK's own attributes (legacy schema) --------------------------------------------------

@@ -306,6 +306,10 @@ def _parsed(template: list[ReadableSpan], i: int, key: str) -> bool:
 # --- size: 10 MB values, scored in bounded time ------------------------------------------------
 
 
+_WEATHER_TOOLS = json.dumps([{"type": "function", "name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}])
+
+
 def _weather_run(result: str, arguments: str = '{"city": "Oslo"}', answer: str = "It is 5°C in Oslo.",
                  trace: int = 0xAB) -> list[ReadableSpan]:
     call = {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather",
@@ -315,7 +319,9 @@ def _weather_run(result: str, arguments: str = '{"city": "Oslo"}', answer: str =
              trace=trace),
         span(2, "chat m", 1, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(
             [{"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}]),
-            "gen_ai.output.messages": json.dumps([call])}, 1, trace=trace),
+            "gen_ai.output.messages": json.dumps([call]),
+            # the offered tool's schema: without one the call would be unchecked (SCORERS.md §2)
+            "gen_ai.tool.definitions": _WEATHER_TOOLS}, 1, trace=trace),
         span(3, "execute_tool get_weather", 1, {"gen_ai.operation.name": "execute_tool",
                                                 "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.id": "c1",
                                                 "gen_ai.tool.call.arguments": arguments,

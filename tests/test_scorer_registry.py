@@ -91,7 +91,8 @@ def test_per_call_events_go_to_the_calls_own_span_even_when_ids_repeat() -> None
     logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     # every scored call, clean ones included (the default sends only calls with issues)
     emitter = Emitter(ToolScoreSettings(metrics=False, call_events="all"), logger_provider=logs)
-    emitter.emit_events(trajectory, [ToolCallValidation(allow_unknown_tools=True).score(trajectory)])
+    # (a schema for "a": a call with no schema known is unchecked, and gets no event of its own)
+    emitter.emit_events(trajectory, [ToolCallValidation(schemas={"a": {"type": "object"}}).score(trajectory)])
     _run, *per_call = exporter.get_finished_logs()
     assert [format(r.log_record.span_id, "016x") for r in per_call] == [c.span_id for c in calls]
     logs.shutdown()

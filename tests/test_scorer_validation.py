@@ -82,10 +82,13 @@ def test_a_valid_call_has_no_issues_and_scores_one() -> None:
     assert types_of(result) == []
     assert result["value"] == 1.0 and result["label"] == "pass"
     call = result["details"]["tool_calls"][0]
-    assert set(call) == {"tool_call_id", "name", "score", "valid", "issues", "suggestions"}
+    assert set(call) == {"tool_call_id", "name", "checked", "schema_source", "score", "valid", "issues",
+                         "suggestions"}
     assert call == {
         "tool_call_id": "call_0",
         "name": "send_email",
+        "checked": True,
+        "schema_source": "option",
         "score": 1.0,
         "valid": True,
         "issues": [],
@@ -96,6 +99,7 @@ def test_a_valid_call_has_no_issues_and_scores_one() -> None:
 def test_no_tool_calls() -> None:
     result = validate(make_trajectory([]))
     assert (result["value"], result["label"]) == (1.0, "no_tool_calls")
+    assert (result["details"]["checked_calls"], result["details"]["unchecked_calls"]) == (0, 0)
 
 
 # --- each issue type ----------------------------------------------------------------------------
@@ -128,16 +132,20 @@ def test_tool_not_found_falls_back_to_the_requesting_llm_call() -> None:
     assert types_of(validate(trajectory)) == ["tool_not_found"]
 
 
-def test_unknown_tool_when_no_schema_anywhere() -> None:
-    result = validate(one_call("mystery", {"a": 1}, {}))
+def test_unknown_tool_only_with_require_schemas() -> None:
+    # SCORERS.md §2 (rewritten for issue 28): no schema is no penalty, unknown_tool is opt-in
+    result = validate(one_call("mystery", {"a": 1}, {}), require_schemas=True)
     issue = issues_of(result)[0]
     assert (issue["type"], issue["severity"]) == ("unknown_tool", "medium")
     assert result["details"]["tool_calls"][0]["score"] == 0.6
-    assert types_of(validate(one_call("mystery", {"a": 1}, {}), allow_unknown_tools=True)) == []
+    assert result["details"]["tool_calls"][0]["checked"] is True
+    assert types_of(validate(one_call("mystery", {"a": 1}, {}))) == []
+    # the older option still turns it off
+    assert types_of(validate(one_call("mystery", {"a": 1}, {}), require_schemas=True, allow_unknown_tools=True)) == []
 
 
 def test_unknown_tool_is_high_in_strict_mode_and_zeroes_the_call() -> None:
-    result = validate(one_call("mystery", {"a": 1}, {}), strict=True)
+    result = validate(one_call("mystery", {"a": 1}, {}), strict=True, require_schemas=True)
     assert issues_of(result)[0]["severity"] == "high"
     assert result["details"]["tool_calls"][0]["score"] == 0.0
     assert result["value"] == 0.0
@@ -174,8 +182,13 @@ def test_missing_arguments() -> None:
     # "{}" is fine when the schema allows it, and so is no arguments at all for such a tool
     assert types_of(validate(one_call("status", {}, {}))) == []
     assert types_of(validate(one_call("status", None, {}))) == []
-    # without any schema, absent arguments are reported (plus the unknown tool)
-    assert types_of(validate(one_call("mystery", None, {}))) == [
+    # without any schema, absent arguments are still reported (a check that needs no schema),
+    # and the call counts as checked
+    no_schema = validate(one_call("mystery", None, {}))
+    assert types_of(no_schema) == ["missing_arguments"]
+    assert no_schema["details"]["tool_calls"][0]["checked"] is True
+    assert no_schema["value"] == 0.3
+    assert types_of(validate(one_call("mystery", None, {}), require_schemas=True)) == [
         "unknown_tool",
         "missing_arguments",
     ]
@@ -369,7 +382,7 @@ def test_weights_and_mean_rounded_to_two_decimals() -> None:
             ("send_email", {"to": "bob@example.com"}, {}),  # high 0.7 → 0.3
         ]
     )
-    result = validate(trajectory)
+    result = validate(trajectory, require_schemas=True)
     assert [c["score"] for c in result["details"]["tool_calls"]] == [1.0, 0.2, 0.3]
     assert result["value"] == 0.5
     assert result["label"] == "fail"
@@ -401,7 +414,7 @@ def test_strict_zeroes_calls_with_high_issues_only() -> None:
 
 
 def test_label_passes_with_only_medium_issues() -> None:
-    result = validate(one_call("mystery", {}, {}))
+    result = validate(one_call("mystery", {}, {}), require_schemas=True)
     assert result["label"] == "pass" and result["value"] == 0.6
 
 
@@ -442,18 +455,22 @@ def test_a_definition_without_parameters_is_no_schema() -> None:
     trajectory = make_trajectory(
         [("send_email", GOOD_EMAIL, {})], tool_definitions=[ToolDefinition(name="send_email")]
     )
-    assert types_of(ToolCallValidation().score(trajectory).to_dict()) == ["unknown_tool"]
+    assert ToolCallValidation().score(trajectory).label == "skipped"
+    assert types_of(ToolCallValidation(require_schemas=True).score(trajectory).to_dict()) == ["unknown_tool"]
 
 
 def test_an_invalid_schema_counts_as_no_schema() -> None:
     result = validate(one_call("t", {"a": 1}, {}), schemas={"t": {"type": "no-such-type"}})
+    assert result["label"] == "skipped"
+    assert "not a valid JSON Schema" in result["details"]["schema_problems"]["t"]
+    result = validate(one_call("t", {"a": 1}, {}), schemas={"t": {"type": "no-such-type"}}, require_schemas=True)
     assert types_of(result) == ["unknown_tool"]
     assert "not a valid JSON Schema" in issues_of(result)[0]["message"]
 
 
 def test_remote_refs_are_never_fetched() -> None:
     schema = {"$ref": "https://example.invalid/schema.json"}
-    result = validate(one_call("t", {"a": 1}, {}), schemas={"t": schema})
+    result = validate(one_call("t", {"a": 1}, {}), schemas={"t": schema}, require_schemas=True)
     assert types_of(result) == ["unknown_tool"]
     assert "cannot be applied" in issues_of(result)[0]["message"]
 

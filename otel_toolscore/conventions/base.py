@@ -29,6 +29,8 @@ class ToolExecution:
     result_raw: str | None = None
     has_result: bool = False
     error: str | None = None
+    #: the tool's JSON Schema recorded on its own span (not the request's offered definitions)
+    schema: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -307,6 +307,9 @@ def tool_execution(span_name: str, attrs: Attributes) -> ToolExecution:
     status = attrs.get(sc.STRANDS_TOOL_STATUS)
     if tool.error is None and status is not None and str(status).lower() == "error":
         tool.error = p.result_error(tool.result) or (p.as_text(tool.result) if tool.has_result else None) or "error"
+    schema = attrs.get(sc.STRANDS_TOOL_JSON_SCHEMA)
+    if schema is not None:  # (Strands: the tool's own schema, checked against with schema_source "tool_span")
+        tool.schema = p.tool_schema_from(schema)
     return tool
 
 

@@ -188,22 +188,19 @@ def _read_tool(span: ReadableSpan, attrs: Attributes, facts: SpanFacts) -> None:
         tool.result, tool.result_raw, tool.error = p.read_result(attrs[sc.OI_OUTPUT_VALUE])
         tool.has_result = True
     facts.tool = tool
-    if facts.tool_definitions is None and attrs.get(sc.OI_TOOL_PARAMETERS):
-        d = p.tool_definition_from(
-            {"name": tool.name, "description": attrs.get(sc.OI_TOOL_DESCRIPTION),
-             "parameters": _schema_or_none(attrs[sc.OI_TOOL_PARAMETERS], tool)}
-        )
-        facts.tool_definitions = [d] if d else None
+    if attrs.get(sc.OI_TOOL_PARAMETERS):
+        tool.schema = _schema_or_none(attrs[sc.OI_TOOL_PARAMETERS], tool)
 
 
-def _schema_or_none(value: Any, tool: ToolExecution) -> Any:
-    """``tool.parameters`` is the tool's schema, but some instrumentations (Google ADK's) write
-    the call's arguments there: a value equal to the arguments, or not shaped like a schema, is
-    no schema (the definition keeps its name and description)."""
-    parsed = p.loads(value) if isinstance(value, str) else value
-    if tool.arguments is not None and parsed == tool.arguments and parsed:
+def _schema_or_none(value: Any, tool: ToolExecution) -> dict[str, Any] | None:
+    """``tool.parameters`` is the tool's schema, recorded on the tool's own span (not what the
+    request offered: validation reads it with ``schema_source`` ``tool_span``), but some
+    instrumentations (Google ADK's, Agno's) write the call's arguments there: a value equal to
+    the arguments, or not shaped like a schema, is no schema."""
+    schema = p.tool_schema_from(value)
+    if schema is not None and tool.arguments is not None and schema == tool.arguments and schema:
         return None
-    return parsed if p.is_json_schema(parsed) else None
+    return schema
 
 
 def _read_retriever(attrs: Attributes, facts: SpanFacts) -> None:

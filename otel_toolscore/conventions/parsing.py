@@ -1094,6 +1094,24 @@ def tool_definition_from(obj: Any) -> ToolDefinition | None:
     )
 
 
+def tool_schema_from(value: Any) -> dict[str, Any] | None:
+    """The JSON Schema a framework records on a tool's own span (JSON text or a mapping, maybe
+    in a Bedrock ``{"json": {…}}`` wrapper, as older Strands wrote it); None when the value is
+    no schema (the call's arguments, say). Inside ``shared_memo`` a text repeated on every call
+    of the tool is read once, into one dict (the validator cache then knows it by the object)."""
+    return memoized("tool_schema", value, _tool_schema_from)
+
+
+def _tool_schema_from(value: Any) -> dict[str, Any] | None:
+    parsed = loads(value) if isinstance(value, str) else value
+    if _is_mapping(parsed) and len(parsed) == 1 and "json" in parsed:
+        inner = parsed["json"]
+        parsed = loads(inner) if isinstance(inner, str) else inner
+    if not is_json_schema(parsed) or nested_deeper_than(parsed):
+        return None
+    return dict(parsed)
+
+
 def tool_definitions_from(value: Any) -> list[ToolDefinition]:
     """Tool definitions from an attribute value; inside ``shared_memo`` a value repeated on
     several spans (every request sends the same tools) is read once."""

@@ -134,9 +134,9 @@ def _agent_attributes(convention: str, expected_tool: str | None) -> dict[str, A
     if convention == "openinference":
         attrs: dict[str, Any] = {"openinference.span.kind": "AGENT", "agent.name": AGENT_NAME}
     else:
-        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT_NAME,
-                 # the tools the agent offers, with their schemas (argument validation reads them)
-                 "gen_ai.tool.definitions": json.dumps(openai_tools())}
+        # (no gen_ai.tool.definitions: as with stock instrumentation, the app passes its tool
+        # schemas to the scoring instead, install(tool_schemas=TOOL_SCHEMAS))
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT_NAME}
     if expected_tool:
         attrs["toolscore.expected_tool"] = expected_tool  # ground truth for tool_call_accuracy
     return attrs

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from otel_toolscore.conventions.parsing import valid_text
 from otel_toolscore.scorers import registry
-from otel_toolscore.scorers.base import Score
+from otel_toolscore.scorers.base import HOW_TO_SUPPLY_SCHEMAS, REASON_NO_TOOL_SCHEMAS, Score
 from otel_toolscore.trajectory import Trajectory
 
 
@@ -121,6 +121,11 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
         console.print(f"  … {len(issues) - 20} more issues (use --format json for all)")
     if any(s.value is None and not s.error and s.name in registry.EXPECTATION_SCORERS for r in runs for s in r.scores):
         console.print(f"  skipped: {SKIPPED_HOW}", highlight=False, markup=False, soft_wrap=True)
+    if any(s.value is None and not s.error and s.details.get("reason") == REASON_NO_TOOL_SCHEMAS
+           for r in runs for s in r.scores):
+        console.print(f"  skipped: tool_call_validation found no tool schema in some runs (the instrumentation did "
+                      f"not record the tools offered). {HOW_TO_SUPPLY_SCHEMAS}",
+                      highlight=False, markup=False, soft_wrap=True)
     # soft_wrap: one line each in a CI log, where a grep for the summary or a score must find it
     console.print(summary_line(runs, problems, fail_under), highlight=False, soft_wrap=True)
     for line in gate_lines(runs, fail_under):

@@ -42,13 +42,14 @@ def resolve_scorers(scorers: Sequence[Scorer | str] | None, settings: ToolScoreS
     if scorers is None:
         return build_scorers(
             settings.scorers, settings.scorer_options, schemas=settings.tool_schemas,
-            allow_unknown_tools=settings.allow_unknown_tools,
+            allow_unknown_tools=settings.allow_unknown_tools, require_schemas=settings.require_schemas,
         )
     out: list[Scorer] = []
     for s in scorers:
         if isinstance(s, str):
             out.extend(build_scorers([s], settings.scorer_options, schemas=settings.tool_schemas,
-                                     allow_unknown_tools=settings.allow_unknown_tools))
+                                     allow_unknown_tools=settings.allow_unknown_tools,
+                                     require_schemas=settings.require_schemas))
         else:
             out.append(s)
     return out

@@ -30,6 +30,13 @@ LABEL_FAIL = "fail"
 LABEL_SKIPPED = "skipped"
 LABEL_ERROR = "error"
 LABEL_NO_TOOL_CALLS = "no_tool_calls"
+#: ``details.reason`` of a skipped tool_call_validation: no call of the run had a known schema
+REASON_NO_TOOL_SCHEMAS = "no_tool_schemas"
+#: how tool schemas reach tool_call_validation, for explanations and reports
+HOW_TO_SUPPLY_SCHEMAS = (
+    "Supply tool schemas: install(tool_schemas=otel_toolscore.tool_schemas(fn, ...)), the tool_schemas "
+    "config key, the schemas option, or score --tool-schemas FILE."
+)
 
 _MAX_ERROR_MESSAGE = 300
 
@@ -278,6 +285,8 @@ class BuildInputs:
     allow_unknown_tools: bool = False
     #: scorers that need an expectation read each run's own when configured without one
     per_run_expectations: bool = False
+    #: tool_call_validation reports ``unknown_tool`` for a tool with no schema (else: unchecked)
+    require_schemas: bool = False
 
 
 def default_code_scorers(
@@ -289,6 +298,7 @@ def default_code_scorers(
     per_run_expectations: bool = False,
     schemas: Mapping[str, Any] | None = None,
     allow_unknown_tools: bool = False,
+    require_schemas: bool = False,
 ) -> list[Scorer]:
     """Every code scorer whose inputs are available, with its ``options`` entry.
 
@@ -301,7 +311,7 @@ def default_code_scorers(
     expectation = {"expected_tool": expected_tool, "expected_tool_order": expected_tool_order, "strict": strict}
     for name in EXPECTATION_SCORERS:
         by_name.setdefault(name, {}).update({k: v for k, v in expectation.items() if v is not None})
-    inputs = BuildInputs(schemas, allow_unknown_tools, per_run_expectations)
+    inputs = BuildInputs(schemas, allow_unknown_tools, per_run_expectations, require_schemas)
     built = (scorer_class(name).for_default_set(by_name.get(name, {}), inputs) for name in CODE_SCORERS)
     return [scorer for scorer in built if scorer is not None]
 
@@ -436,6 +446,7 @@ def build_scorers(
     *,
     schemas: Mapping[str, Any] | None = None,
     allow_unknown_tools: bool = False,
+    require_schemas: bool = False,
 ) -> list[Scorer]:
     """Scorers by name with their options, as the CLI and the processor configure them.
 
@@ -446,6 +457,6 @@ def build_scorers(
     options = options or {}
     if not names:
         return default_code_scorers(options, per_run_expectations=True, schemas=schemas,
-                                    allow_unknown_tools=allow_unknown_tools)
-    inputs = BuildInputs(schemas, allow_unknown_tools, per_run_expectations=True)
+                                    allow_unknown_tools=allow_unknown_tools, require_schemas=require_schemas)
+    inputs = BuildInputs(schemas, allow_unknown_tools, per_run_expectations=True, require_schemas=require_schemas)
     return [scorer_class(name).from_options(dict(options.get(name, {})), inputs) for name in names]

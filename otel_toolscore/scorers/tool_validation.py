@@ -3,19 +3,31 @@
 
 Per call: issues with a severity, a score ``max(0, 1 − Σ weight)`` (critical 1.0, high 0.7,
 medium 0.4, low 0.1; with ``strict`` any high/critical issue gives 0) and ``valid`` (no critical
-issue). Per trajectory: the mean of the call scores, 2 decimals; 1.0 and label ``no_tool_calls``
-without calls.
+issue). Per trajectory: the mean of the *checked* calls' scores, 2 decimals; 1.0 and label
+``no_tool_calls`` without calls; None and label ``skipped`` (``reason`` ``no_tool_schemas``)
+when no call could be checked.
+
+Where a call's schema comes from, first found wins (``schema_source``): the ``schemas`` option
+(``option``), the definitions offered to the model (``offered``: the requesting LLM call's, else
+the run's), the schema the framework recorded on the tool's own span (``tool_span``: the call's
+own span, else another span of the same tool in the run). No schema is no penalty: a call with
+no schema, in a request whose offered tool list was not recorded, is *unchecked* (no issue, no
+score of its own) unless a check that needs no schema finds an issue in it (missing name,
+arguments not JSON or missing, missing result, a loop).
 
 Decisions of this implementation (docs/scorers.md, tool_call_validation, states their result):
 
-* Trajectory label: ``pass`` when every call is valid and no call has a high or critical issue,
-  else ``fail``.
-* Schemas: the ``schemas`` option wins per tool name; other names fall back to the definitions
-  offered in the run (run-level, then per-LLM-request). A schema that is not a valid JSON Schema
-  (or needs an unresolvable ``$ref``) counts as no schema: ``unknown_tool`` says why. Remote
-  ``$ref``s are never fetched: scoring does no I/O.
-* ``unknown_tool`` is not added on top of ``tool_not_found`` (the invented tool is the finding;
-  its missing schema follows from it) nor for a call without a name.
+* Trajectory label: ``pass`` when every checked call is valid and none has a high or critical
+  issue, else ``fail``.
+* A call is checked when a usable schema was applied, or its request's offered tool list was
+  recorded (``tool_not_found`` could be asked), or any issue was found in it.
+* A schema that is not a valid JSON Schema (or needs an unresolvable ``$ref``) counts as no
+  schema; ``details.schema_problems`` says why (and ``unknown_tool`` does, with
+  ``require_schemas``). Remote ``$ref``s are never fetched: scoring does no I/O.
+* ``unknown_tool`` (only with ``require_schemas``) is not added on top of ``tool_not_found``
+  (the invented tool is the finding) nor for a call without a name.
+* ``allow_unknown_tools`` (the option before ``require_schemas``) is kept: true turns
+  ``require_schemas`` off.
 * Absent arguments are accepted as ``{}`` when the tool's schema accepts ``{}`` (tools without
   parameters are often recorded without arguments); otherwise ``missing_arguments``.
 * ``tool_misuse``: see ``find_repeated_calls``.
@@ -28,7 +40,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -48,9 +60,12 @@ from otel_toolscore.scorers._common import (
 )
 from otel_toolscore.scorers._schema_check import Check, quick_check
 from otel_toolscore.scorers.base import (
+    HOW_TO_SUPPLY_SCHEMAS,
     LABEL_FAIL,
     LABEL_NO_TOOL_CALLS,
     LABEL_PASS,
+    LABEL_SKIPPED,
+    REASON_NO_TOOL_SCHEMAS,
     BuildInputs,
     Score,
     Scorer,
@@ -321,6 +336,11 @@ def _new_user_message(
 # --- the scorer ---------------------------------------------------------------------------------
 
 
+#: where a checked call's schema came from (``schema_source`` in its details)
+SOURCE_OPTION, SOURCE_OFFERED, SOURCE_TOOL_SPAN = "option", "offered", "tool_span"
+_NAMES_IN_EXPLANATION = 3
+
+
 class ToolCallValidation(Scorer):
     """Schema and shape checks of every tool call; see the module docstring."""
 
@@ -331,6 +351,7 @@ class ToolCallValidation(Scorer):
         self,
         schemas: Mapping[str, Any] | None = None,
         *,
+        require_schemas: bool = False,
         allow_unknown_tools: bool = False,
         strict: bool = False,
     ) -> None:
@@ -345,6 +366,8 @@ class ToolCallValidation(Scorer):
             id(spec): (spec, compile_schema(spec.schema)) for spec in self.specs.values() if spec.schema is not None
         }
         self.allow_unknown_tools = bool(allow_unknown_tools)
+        #: ``unknown_tool`` for a call whose tool has no schema anywhere (off: such a call is unchecked)
+        self.require_schemas = bool(require_schemas) and not self.allow_unknown_tools
         self.strict = bool(strict)
 
     @classmethod
@@ -352,6 +375,7 @@ class ToolCallValidation(Scorer):
         """The settings' tool schemas unless its options give its own."""
         options.setdefault("schemas", inputs.schemas)
         options.setdefault("allow_unknown_tools", inputs.allow_unknown_tools)
+        options.setdefault("require_schemas", inputs.require_schemas)
         return cls(**options)
 
     @classmethod
@@ -359,7 +383,8 @@ class ToolCallValidation(Scorer):
         # The default set has always built it from the settings' schemas alone, leaving its
         # scorer_options entry unread (the other code scorers read theirs): kept, because reading
         # it would change what an existing configuration scores.
-        return cls(schemas=inputs.schemas, allow_unknown_tools=inputs.allow_unknown_tools)
+        return cls(schemas=inputs.schemas, allow_unknown_tools=inputs.allow_unknown_tools,
+                   require_schemas=inputs.require_schemas)
 
     def _score(self, trajectory: Trajectory) -> Score:
         calls = trajectory.tool_calls
@@ -369,10 +394,17 @@ class ToolCallValidation(Scorer):
                 value=1.0,
                 label=LABEL_NO_TOOL_CALLS,
                 explanation="No tool calls to validate.",
-                details={"tool_calls": [], "issue_counts": {}},
+                details={"tool_calls": [], "issue_counts": {}, "checked_calls": 0, "unchecked_calls": 0,
+                         "reason": None},
                 call_results=(),
             )
-        specs = {**specs_from_trajectory(trajectory), **self.specs}
+        offered_specs = specs_from_trajectory(trajectory)
+        # the schemas recorded on tool spans, by tool: also for a call of that tool without a
+        # span of its own (rejected before it ran)
+        span_schemas: dict[str, dict[str, Any]] = {}
+        for call in calls:
+            if call.schema is not None and call.name:
+                span_schemas.setdefault(call.name.strip(), call.schema)
         # (only a call that does not say which tools its request offered needs the requests')
         offered_by_llm = (
             {
@@ -384,47 +416,45 @@ class ToolCallValidation(Scorer):
             else {}
         )
         repeats = find_repeated_calls(trajectory)
-        memo: dict[str, CompiledSchema | None] = {}
+        run = _RunSchemas(offered_specs, span_schemas, offered_by_llm)
         reports = [
-            self._check_call(call, specs, memo, offered_by_llm, repeats.get(index), index)
+            self._check_call(call, run, repeats.get(index), index)
             for index, call in enumerate(calls)
         ]
-        return self._summarise(reports)
+        return self._summarise(reports, run.problems)
 
     def _details_are_json(self, result: Score) -> bool:
         # This class's own details (a subclass may write others) about calls without issues hold
         # nothing from the trajectory but each call's id and name: text or None, they are JSON.
-        # (An issue copies values from the call and its schema: those details are encoded.)
-        if type(self) is not ToolCallValidation or result.call_results is None:
+        # (An issue copies values from the call and its schema, and a schema problem quotes the
+        # schema: those details are encoded.)
+        if type(self) is not ToolCallValidation or result.call_results is None or "schema_problems" in result.details:
             return False
         return all(not r.issues and is_text_or_none(r.call_id) and is_text_or_none(r.name)
                    for r in result.call_results)
 
     # one call ---------------------------------------------------------------------------------
 
-    def _check_call(
-        self,
-        call: ToolCall,
-        specs: Mapping[str, ToolSpec],
-        memo: dict[str, CompiledSchema | None],
-        offered_by_llm: Mapping[str, list[str]],
-        repeat_of: int | None,
-        index: int,
-    ) -> CheckedCall:
+    def _check_call(self, call: ToolCall, run: _RunSchemas, repeat_of: int | None, index: int) -> CheckedCall:
         issues: list[Issue] = []
         name = call.name.strip() if isinstance(call.name, str) else None
         compiled: CompiledSchema | None = None
+        source: str | None = None
+        offered_recorded = False
         if not name:
             issues.append(_issue_missing_name())
         else:
-            compiled = self._tool_issues(call, name, specs, memo, offered_by_llm, issues)
+            compiled, source, offered_recorded = self._tool_issues(call, name, run, issues)
         issues.extend(_argument_issues(call, compiled))
         if not call.has_result and call.error is None:
             issues.append(_issue_missing_result())
         if repeat_of is not None:
             issues.append(_issue_misuse(name or "", repeat_of))
+        checked = compiled is not None or offered_recorded or bool(issues)
+        if not checked:  # no schema, no offered list, nothing found: no judgement on the call
+            return CheckedCall(index, call.id, call.name, call.span_id, None, checked=False)
         if not issues:  # the common case: what the general path below gives for no issue
-            return CheckedCall(index, call.id, call.name, call.span_id, 1.0)
+            return CheckedCall(index, call.id, call.name, call.span_id, 1.0, schema_source=source)
         issues = issues[:_MAX_ISSUES_PER_CALL]
 
         severities = [issue.severity for issue in issues]
@@ -435,85 +465,157 @@ class ToolCallValidation(Scorer):
         return CheckedCall.of(
             call, index, score=call_score, issues=tuple(issues),
             valid="critical" not in severities, suggestions=tuple(suggestions_of(issues)),
+            schema_source=source,
         )
 
     def _tool_issues(
-        self,
-        call: ToolCall,
-        name: str,
-        specs: Mapping[str, ToolSpec],
-        memo: dict[str, CompiledSchema | None],
-        offered_by_llm: Mapping[str, list[str]],
-        issues: list[Issue],
-    ) -> CompiledSchema | None:
-        """Tool-level issues (not offered, unknown, deprecated); returns the usable schema."""
+        self, call: ToolCall, name: str, run: _RunSchemas, issues: list[Issue]
+    ) -> tuple[CompiledSchema | None, str | None, bool]:
+        """Tool-level issues (not offered, unknown, deprecated); returns the usable schema, where
+        it came from, and whether the request's offered tool list was recorded."""
         offered = call.offered_tools
         if offered is None and call.llm_span_id:
-            offered = offered_by_llm.get(call.llm_span_id)
+            offered = run.offered_by_llm.get(call.llm_span_id)
         not_offered = offered is not None and name not in offered
         if not_offered:
             issues.append(_issue_not_found(name, offered or []))
 
-        spec = specs.get(name)
-        if name not in memo:  # one cache look-up per tool per trajectory, not per call
-            memo[name] = self._compiled_schema(spec)
-        compiled = memo[name]
-        usable = compiled if compiled is not None and compiled.validator is not None else None
-        if usable is None and not self.allow_unknown_tools and not not_offered:
-            problem = compiled.problem if compiled is not None else None
-            issues.append(_issue_unknown(name, problem, self.strict))
+        found = run.memo.get(name)
+        compiled, source = found if found is not None else self._schema_for(name, run)
+        own = call.schema
+        if own is not None and source != SOURCE_OPTION and source != SOURCE_OFFERED \
+                and own is not run.span_schemas.get(name):
+            # this call's own span recorded a schema other than the first one seen for the tool
+            usable = self._usable(compile_schema(own), name, run)
+            if usable is not None:
+                compiled, source = usable, SOURCE_TOOL_SPAN
+        if compiled is None and self.require_schemas and not not_offered:
+            issues.append(_issue_unknown(name, run.problems.get(name), self.strict))
+        spec = self.specs.get(name) or run.offered_specs.get(name)
         if spec is not None and spec.deprecated:
             issues.append(_issue_deprecated(name, spec.replaced_by))
-        return usable
+        return compiled, source if compiled is not None else None, offered is not None
 
-    def _compiled_schema(self, spec: ToolSpec | None) -> CompiledSchema | None:
+    def _schema_for(self, name: str, run: _RunSchemas) -> tuple[CompiledSchema | None, str | None]:
+        """The usable schema of a tool and its source, first found wins (once per tool per run)."""
+        found: tuple[CompiledSchema | None, str | None] = (None, None)
+        option = self._option_schema(name)
+        if option is not None and self._usable(option, name, run) is not None:
+            found = (option, SOURCE_OPTION)
+        else:
+            for source, schema in ((SOURCE_OFFERED, _spec_schema(run.offered_specs.get(name))),
+                                   (SOURCE_TOOL_SPAN, run.span_schemas.get(name))):
+                usable = self._usable(compile_schema(schema), name, run) if schema is not None else None
+                if usable is not None:
+                    found = (usable, source)
+                    break
+        run.memo[name] = found
+        return found
+
+    def _option_schema(self, name: str) -> CompiledSchema | None:
+        spec = self.specs.get(name)
         if spec is None or spec.schema is None:
             return None
         mine = self._compiled.get(id(spec))
         return mine[1] if mine is not None and mine[0] is spec else compile_schema(spec.schema)
 
+    @staticmethod
+    def _usable(compiled: CompiledSchema, name: str, run: _RunSchemas) -> CompiledSchema | None:
+        if compiled.validator is None:
+            run.problems.setdefault(name, compiled.problem or "unusable schema")
+            return None
+        return compiled
+
     # trajectory -------------------------------------------------------------------------------
 
-    def _summarise(self, reports: list[CheckedCall]) -> Score:
+    def _summarise(self, reports: list[CheckedCall], problems: Mapping[str, str]) -> Score:
         counts: dict[str, int] = {}
         passed = True
         bad = 0  # calls with issues (a call without any is valid and not blocking)
+        checked: list[float] = []
         for report in reports:
+            if report.score is not None:
+                checked.append(report.score)
             if report.issues:
                 bad += 1
                 for issue in report.issues:
                     counts[issue.type] = counts.get(issue.type, 0) + 1
                 if passed and not (report.valid and not report.blocking):
                     passed = False
-        value = mean2([report.score for report in reports])
+        unchecked = len(reports) - len(checked)
+        details: dict[str, Any] = {
+            "tool_calls": json_view(reports), "issue_counts": counts,
+            "checked_calls": len(checked), "unchecked_calls": unchecked, "reason": None,
+        }
+        if problems:
+            details["schema_problems"] = dict(problems)
+        if not checked:
+            details["reason"] = REASON_NO_TOOL_SCHEMAS
+            names = sorted({report.name for report in reports if report.name})
+            shown = ", ".join(names[:_NAMES_IN_EXPLANATION]) + (", …" if len(names) > _NAMES_IN_EXPLANATION else "")
+            return Score.of_code(
+                name=self.name,
+                value=None,
+                label=LABEL_SKIPPED,
+                # (the how-to first: an emitted explanation is cut at explanation_max_chars, 256)
+                explanation=f"No tool call could be checked: the offered tools were not recorded and no "
+                f"schema is known. {HOW_TO_SUPPLY_SCHEMAS} (Tools: {shown}.)",
+                details=details,
+                call_results=tuple(reports),
+            )
+        value = mean2(checked)
+        tail = f" ({unchecked} unchecked: no schema known)" if unchecked else ""
         if not counts:
-            explanation = f"All {len(reports)} tool call(s) are valid against their schemas."
+            explanation = f"All {len(checked)} checked tool call(s) are valid against their schemas{tail}."
         else:
             top = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
-            explanation = f"{bad} of {len(reports)} tool call(s) have issues: {top}."
+            explanation = f"{bad} of {len(checked)} checked tool call(s) have issues: {top}{tail}."
         return Score.of_code(
             name=self.name,
             value=value,
             label=LABEL_PASS if passed else LABEL_FAIL,
             explanation=explanation,
-            details={"tool_calls": json_view(reports), "issue_counts": counts},
+            details=details,
             call_results=tuple(reports),
         )
 
 
+def _spec_schema(spec: ToolSpec | None) -> dict[str, Any] | None:
+    return spec.schema if spec is not None else None
+
+
+@dataclass(slots=True)
+class _RunSchemas:
+    """What one run offers and records of its tools, and what was worked out of it."""
+
+    offered_specs: Mapping[str, ToolSpec]
+    span_schemas: Mapping[str, dict[str, Any]]
+    offered_by_llm: Mapping[str, list[str]]
+    #: tool name -> (its usable schema, where it came from): one look-up per tool per run
+    memo: dict[str, tuple[CompiledSchema | None, str | None]] = field(default_factory=dict)
+    #: tool name -> why a schema known for it could not be used
+    problems: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class CheckedCall(CallResult):
-    """One call as tool_call_validation checked it."""
+    """One call as tool_call_validation checked it (``score`` None: unchecked)."""
 
-    score: float = 1.0
+    score: float | None = 1.0
     #: no critical issue: the call could be made as recorded
     valid: bool = True
     suggestions: tuple[str, ...] = ()
+    #: a schema, an offered tool list or a finding: the call counts in the run's score
+    checked: bool = True
+    #: where the schema applied came from: option, offered, tool_span; None: no schema
+    schema_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "tool_call_id": self.call_id,
             "name": self.name,
+            "checked": self.checked,
+            "schema_source": self.schema_source,
             "score": self.score,
             "valid": self.valid,
             "issues": [issue.to_dict() for issue in self.issues],
@@ -679,7 +781,8 @@ def _issue_unknown(name: str, problem: str | None, strict: bool) -> Issue:
         "high" if strict else "medium",
         f"no usable JSON Schema is known for tool {name!r}{why}",
         actual=name,
-        suggestion=f"provide a JSON Schema for {name!r} (schemas option or tool definitions)",
+        suggestion=f"provide a JSON Schema for {name!r} (the schemas option, tool_schemas setting or "
+        "--tool-schemas FILE)",
     )
 
 
