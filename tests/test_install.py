@@ -108,7 +108,6 @@ def test_an_unusable_setting_is_warned_about_once_and_ignored(variable: str, val
 
 def test_otel_sdk_variables_unit(caplog: pytest.LogCaptureFixture) -> None:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    from opentelemetry.exporter.prometheus import PrometheusMetricReader
     from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
 
     from otel_toolscore.runtime import otel_env
@@ -140,12 +139,17 @@ def test_otel_sdk_variables_unit(caplog: pytest.LogCaptureFixture) -> None:
         (exporter,) = otel_env.exporters("traces")
         assert isinstance(exporter, OTLPSpanExporter)
         exporter.shutdown()
-        # prometheus: the SDK's entry point is a metric reader (started on a loopback port here)
-        mp.setenv("OTEL_METRICS_EXPORTER", "prometheus")
-        mp.setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-        mp.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", "0")
-        (reader,) = otel_env.exporters("metrics")
-        assert isinstance(reader, PrometheusMetricReader)
-        reader.shutdown()
         mp.setenv("OTEL_METRICS_EXPORTER", "none")
         assert otel_env.exporters("metrics") == []
+
+
+def test_prometheus_is_the_sdk_entry_points_metric_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    prometheus = pytest.importorskip("opentelemetry.exporter.prometheus", reason="the prometheus extra")
+    from otel_toolscore.runtime import otel_env
+
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "prometheus")
+    monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+    monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", "0")  # its HTTP server on any loopback port
+    (reader,) = otel_env.exporters("metrics")
+    assert isinstance(reader, prometheus.PrometheusMetricReader)  # a reader itself, not behind a periodic one
+    reader.shutdown()

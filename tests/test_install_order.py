@@ -15,6 +15,8 @@ import textwrap
 import time
 from typing import Any
 
+import pytest
+
 from tests.support.paths import REPO
 from tests.test_install_existing import PRELUDE
 
@@ -118,6 +120,7 @@ def _free_port() -> int:
 
 
 def test_otel_metrics_exporter_prometheus_serves_the_scores() -> None:
+    pytest.importorskip("opentelemetry.exporter.prometheus", reason="the prometheus extra")
     port = _free_port()
     proc, out, _ = _run(f"""
         import urllib.request

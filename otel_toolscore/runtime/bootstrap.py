@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -387,7 +389,33 @@ def install(
                 handover = _watch(own, _adopter(own, processor, switch, span_exporter))
     if deferred:
         processor._emitter.on_unset(_builder(resource, handover, tuple(deferred)))
+    _flush_at_exit(processor)
     return processor
+
+
+_flushed_at_exit: set[int] = set()
+
+
+def _flush_at_exit(processor: ToolScoreSpanProcessor) -> None:
+    """Score what is pending when the interpreter exits, before the providers shut down.
+
+    The SDK's providers shut down at exit in the reverse order of their creation, and the app's
+    (or opentelemetry-instrument's) were created before install(): without this, runs still
+    pending at exit would be scored while the tracer provider shuts down, after the meter and
+    logger providers had, and their metrics and events would be lost. Bounded by
+    ``shutdown_timeout``."""
+    if id(processor) in _flushed_at_exit:  # install() again returns the same processor
+        return
+    _flushed_at_exit.add(id(processor))
+    ref = weakref.ref(processor)
+    timeout_ms = int(processor.settings.shutdown_timeout * 1000)
+
+    def flush() -> None:
+        live = ref()
+        if live is not None:
+            live.force_flush(timeout_ms)
+
+    atexit.register(flush)
 
 
 def _builder(resource: Resource, handover: _HandOver | None, deferred: tuple[str, ...]) -> Callable[[tuple[str, ...]], None]:
