@@ -130,7 +130,8 @@ def exporters_named(signal: str, names: list[str]) -> list[Any]:
     exporter inside a ``PeriodicExportingMetricReader``). One that cannot be found, loaded or
     built is warned about and left out; never raises."""
     made: list[Any] = []
-    name_of_variable = variable(signal)
+    raw = os.environ.get(variable(signal), "").strip()
+    name_of_variable = f"{variable(signal)}={raw!r}" if raw else f"{variable(signal)} unset (otlp by default)"
     for name in names:
         try:
             entry_point = _entry_point(signal, name)
