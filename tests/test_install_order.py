@@ -207,3 +207,37 @@ def test_install_alone_is_the_whole_set_up_with_the_specs_defaults() -> None:
     assert out["meter_provider"] == "MeterProvider" and out["logger_provider"] == "LoggerProvider"
     assert '"toolscore.tool_call_accuracy.score": 1.0' in proc.stdout
     assert not _nowhere_lines(proc.stderr), proc.stderr
+
+
+def test_only_the_first_provider_set_after_install_is_let_through() -> None:
+    proc, out, _ = _run("""
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        processor = otel_toolscore.install(scorers=["tool_call_accuracy"], metrics=False, events=False)
+        sink = InMemorySpanExporter()
+        app_provider = TracerProvider()
+        app_provider.add_span_processor(SimpleSpanProcessor(sink))
+        trace.set_tracer_provider(app_provider)
+        trace.set_tracer_provider(TracerProvider())  # refused, as the API refuses any second one
+        agent_run(trace.get_tracer("app"))
+        emit(summary(processor, {"sink": sink}))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert out["tracer_provider_is_app"]
+    assert out["sink"] == {"per_span": [1], "n": 3, "accuracy": [1.0], "evaluation_spans": 1}
+    assert proc.stderr.count("Overriding of current TracerProvider is not allowed") == 1, proc.stderr
+
+
+def test_a_non_sdk_provider_set_after_install_wins_and_says_it_is_not_scored() -> None:
+    proc, out, _ = _run("""
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        processor = otel_toolscore.install(scorers=["tool_call_accuracy"], metrics=False, events=False)
+        class VendorProvider(trace.TracerProvider):
+            def get_tracer(self, *args, **kwargs):
+                return trace.NoOpTracer()
+        vendor = VendorProvider()
+        trace.set_tracer_provider(vendor)
+        emit({"vendor_is_global": trace.get_tracer_provider() is vendor})
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert out == {"vendor_is_global": True}
+    assert "VendorProvider" in proc.stderr and "ToolScoreSpanProcessor(BatchSpanProcessor(exporter))" in proc.stderr

@@ -341,6 +341,12 @@ def install(
         return None
     if tracer_provider is None:
         tracer_provider = _existing_tracer_provider()
+    if tracer_provider is not None:
+        already = next((p for p in getattr(getattr(tracer_provider, "_active_span_processor", None),
+                                           "_span_processors", ()) if isinstance(p, ToolScoreSpanProcessor)), None)
+        if already is not None:  # before anything is built for a second one
+            _log.warning("otel-toolscore: install() called again; scoring is already installed")
+            return already
     app_tracing = tracer_provider is not None
     if meter_provider is None:
         meter_provider = _global_or_none(metrics.get_meter_provider)
