@@ -241,3 +241,19 @@ def test_a_non_sdk_provider_set_after_install_wins_and_says_it_is_not_scored() -
     assert proc.returncode == 0, proc.stderr
     assert out == {"vendor_is_global": True}
     assert "VendorProvider" in proc.stderr and "ToolScoreSpanProcessor(BatchSpanProcessor(exporter))" in proc.stderr
+
+
+def test_runs_pending_at_exit_are_scored_before_the_providers_shut_down() -> None:
+    proc, out, _ = _run("""
+        processor = otel_toolscore.install(scorers=["tool_call_accuracy"])
+        tracer = trace.get_tracer("app")
+        agent_run(tracer)
+        assert processor.force_flush(10_000)  # the first scores: the meter and logger providers are built now
+        agent_run(tracer)  # still being scored when the app ends, with no flush of its own
+    """, OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="console", OTEL_LOGS_EXPORTER="console",
+        OTEL_TOOLSCORE_COMPLETION_GRACE="0.5")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count('"toolscore.tool_call_accuracy.score": 1.0') == 2, proc.stdout
+    # both runs' events and score points reached the console, the second's scored at exit
+    assert proc.stdout.count('"event_name": "gen_ai.evaluation.result"') == 2, proc.stdout
+    assert '"count": 2' in proc.stdout.split('"name": "gen_ai.evaluation.score"', 1)[1], proc.stdout

@@ -393,16 +393,16 @@ def install(
             trace.set_tracer_provider(own)
             if trace.get_tracer_provider() is own:
                 handover = _watch(own, _adopter(own, processor, switch, span_exporter))
-    if deferred:
-        processor._emitter.on_unset(_builder(resource, handover, tuple(deferred)))
     _flush_at_exit(processor)
+    if deferred:
+        processor._emitter.on_unset(_builder(resource, handover, tuple(deferred), weakref.ref(processor)))
     return processor
 
 
 _flushed_at_exit: set[int] = set()
 
 
-def _flush_at_exit(processor: ToolScoreSpanProcessor) -> None:
+def _flush_at_exit(processor: ToolScoreSpanProcessor, *, again: bool = False) -> None:
     """Score what is pending when the interpreter exits, before the providers shut down.
 
     The SDK's providers shut down at exit in the reverse order of their creation, and the app's
@@ -410,7 +410,7 @@ def _flush_at_exit(processor: ToolScoreSpanProcessor) -> None:
     pending at exit would be scored while the tracer provider shuts down, after the meter and
     logger providers had, and their metrics and events would be lost. Bounded by
     ``shutdown_timeout``."""
-    if id(processor) in _flushed_at_exit:  # install() again returns the same processor
+    if id(processor) in _flushed_at_exit and not again:  # install() again returns the same processor
         return
     _flushed_at_exit.add(id(processor))
     ref = weakref.ref(processor)
@@ -424,12 +424,14 @@ def _flush_at_exit(processor: ToolScoreSpanProcessor) -> None:
     atexit.register(flush)
 
 
-def _builder(resource: Resource, handover: _HandOver | None, deferred: tuple[str, ...]) -> Callable[[tuple[str, ...]], None]:
+def _builder(resource: Resource, handover: _HandOver | None, deferred: tuple[str, ...],
+             processor: weakref.ref[ToolScoreSpanProcessor]) -> Callable[[tuple[str, ...]], None]:
     """At the first scores, for the outputs that still have no global provider: build what
     OTEL_{METRICS,LOGS}_EXPORTER asks for; unset, the default otlp only if the app never set a
     TracerProvider of its own (install() is its whole set-up)."""
     def build(missing: tuple[str, ...]) -> None:
         app_set_up = handover is not None and handover.handed_over
+        built = False
         for output in missing:
             if output not in deferred:
                 continue
@@ -437,6 +439,12 @@ def _builder(resource: Resource, handover: _HandOver | None, deferred: tuple[str
             made = _configured(signal, default_otlp=not app_set_up)
             if made:
                 _build_provider(output, resource, made, set_global=True)
+                built = True
+        live = processor()
+        if built and live is not None:
+            # built after install(), so shut down at exit before the flush registered then:
+            # flush again first, or the runs pending at exit would lose their metrics and events
+            _flush_at_exit(live, again=True)
 
     return build
 
