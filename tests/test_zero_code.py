@@ -22,7 +22,7 @@ APP = paths.DATA / "zero_code_app.py"
 BIN = Path(sys.executable).parent
 INSTRUMENT = BIN / "opentelemetry-instrument"
 
-pytestmark = pytest.mark.skipif(
+needs_instrument = pytest.mark.skipif(
     not INSTRUMENT.exists() or shutil.which("python", path=str(BIN)) is None,
     reason="opentelemetry-instrument is not installed (the test extra brings opentelemetry-distro)")
 
@@ -44,6 +44,7 @@ def _run(rx: OtlpSink, **env: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=180, cwd=paths.REPO)
 
 
+@needs_instrument
 def test_opentelemetry_instrument_with_the_switch_on_scores_the_app() -> None:
     with OtlpSink() as rx:
         proc = _run(rx, OTEL_TOOLSCORE_ENABLED="true")
@@ -65,6 +66,7 @@ def test_opentelemetry_instrument_with_the_switch_on_scores_the_app() -> None:
     assert {"gen_ai.evaluation.score", "toolscore.evaluations"} <= rx.metric_names()
 
 
+@needs_instrument
 def test_opentelemetry_instrument_without_the_switch_leaves_the_app_alone() -> None:
     with OtlpSink() as rx:
         proc = _run(rx, OTEL_TOOLSCORE_ENABLED="maybe")
@@ -75,3 +77,14 @@ def test_opentelemetry_instrument_without_the_switch_leaves_the_app_alone() -> N
     assert not [s for s in spans if any(k.endswith((".score", ".label")) for k in s.attributes)]
     assert not [s for s in spans if s.name.startswith("evaluation")]
     assert "OTEL_TOOLSCORE_ENABLED='maybe' is not true or false" in proc.stderr
+
+
+def test_the_hook_never_raises_into_the_app(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from otel_toolscore.runtime import autoinstall
+
+    monkeypatch.setenv("OTEL_TOOLSCORE_ENABLED", "TRUE")  # an OTel boolean: any case
+    monkeypatch.setenv("OTEL_TOOLSCORE_HOLD_TIMEOUT", "soon")  # install() fails on it, before building anything
+    with caplog.at_level("WARNING"):
+        autoinstall.hook()
+    assert "OTEL_TOOLSCORE_ENABLED=true but install() failed; the app runs unscored" in caplog.text
+    assert "OTEL_TOOLSCORE_HOLD_TIMEOUT" in caplog.text
