@@ -262,7 +262,7 @@ def _watch(own: TracerProvider, adopt: Callable[[Any], None]) -> _HandOver | Non
     return handover
 
 
-def _adopter(own: TracerProvider, processor: ToolScoreSpanProcessor, switch: _Switch,
+def _adopter(processor: ToolScoreSpanProcessor, switch: _Switch,
              own_exporter: SpanExporter | None) -> Callable[[Any], None]:
     def adopt(app: Any) -> None:
         """The app set its own TracerProvider after install(): its processors, those it has and
@@ -392,7 +392,7 @@ def install(
         if set_global:
             trace.set_tracer_provider(own)
             if trace.get_tracer_provider() is own:
-                handover = _watch(own, _adopter(own, processor, switch, span_exporter))
+                handover = _watch(own, _adopter(processor, switch, span_exporter))
     _flush_at_exit(processor)
     if deferred:
         processor._emitter.on_unset(_builder(resource, handover, tuple(deferred), weakref.ref(processor)))
