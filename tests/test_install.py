@@ -73,31 +73,83 @@ def test_console_and_none_exporters_per_signal() -> None:
     assert "gen_ai.evaluation.score" in out  # the metrics went to the console
 
 
-@pytest.mark.parametrize(("variable", "value"), [
-    ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuff"),
-    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grcp"),
-    ("OTEL_TRACES_EXPORTER", "jaeger"),
-    ("OTEL_LOGS_EXPORTER", "none,console"),
+def run_env_app_logged(**env: str) -> tuple[dict, str, str]:
+    base = {"PATH": "/usr/bin:/bin", "OTEL_TOOLSCORE_COMPLETION_GRACE": "0.05",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    proc = subprocess.run([sys.executable, str(ENV_APP)], env={**base, **env}, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout, proc.stderr
+
+
+# --- issue 28: OTEL_*_EXPORTER through the SDK's entry points; what cannot be used is warned
+# about once and ignored, as the specification asks (it used to be a ConfigError in the app) -----
+
+@pytest.mark.parametrize(("variable", "value", "extra"), [
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuff", {"OTEL_TRACES_EXPORTER": "console,otlp"}),
+    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grcp", {"OTEL_TRACES_EXPORTER": "console,otlp"}),
+    ("OTEL_TRACES_EXPORTER", "console,jaeger", {}),
+    ("OTEL_METRICS_EXPORTER", "bogus", {"OTEL_TRACES_EXPORTER": "console"}),
+    ("OTEL_LOGS_EXPORTER", "none,console", {"OTEL_TRACES_EXPORTER": "console"}),
 ])
-def test_a_mistyped_setting_is_a_clear_error_naming_the_variable(variable: str, value: str) -> None:
-    state, _ = run_env_app(**{variable: value})
-    assert variable in state["config_error"] and repr(value) in state["config_error"], state
+def test_an_unusable_setting_is_warned_about_once_and_ignored(variable: str, value: str, extra: dict) -> None:
+    state, out, err = run_env_app_logged(**{"OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none", **extra,
+                                            variable: value})
+    assert state["returned"] == "ToolScoreSpanProcessor", err  # installed, the app unaffected
+    warnings = [line for line in err.splitlines() if variable in line]
+    assert len(warnings) == 1, err
+    assert repr(value) in warnings[0] or "'jaeger'" in warnings[0], err
+    assert "ignored" in warnings[0]
+    # the rest of the settings still hold: spans scored on the console
+    assert '"toolscore.tool_call_accuracy.score": 1.0' in out, out
+    if variable == "OTEL_LOGS_EXPORTER":
+        assert "gen_ai.evaluation.result" in out  # 'none' dropped, console kept
 
 
-def test_otel_sdk_variables_unit() -> None:
+def test_otel_sdk_variables_unit(caplog: pytest.LogCaptureFixture) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+
     from otel_toolscore.runtime import otel_env
 
     env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "http/protobuf",
-           "OTEL_METRICS_EXPORTER": "console, otlp"}
+           "OTEL_METRICS_EXPORTER": "console, otlp", "OTEL_TRACES_EXPORTER": "otlp_proto_http,console,nosuch"}
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
+        mp.delenv("OTEL_LOGS_EXPORTER", raising=False)
         assert otel_env.otlp_protocol("traces") == "grpc"
         assert otel_env.otlp_protocol("logs") == "http/protobuf"  # per signal wins
-        assert otel_env.exporter_names("metrics") == ["console", "otlp"]
-        assert otel_env.exporter_names("traces") == ["otlp"]  # unset: the spec's default
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
+        # otlp is resolved by protocol, to the entry point names the SDK's configurator uses
+        assert otel_env.exporter_names("metrics") == ["console", "otlp_proto_grpc"]
+        assert otel_env.exporter_names("logs") == ["otlp_proto_http"]  # unset: the spec's default otlp
+        assert not otel_env.is_set("logs") and otel_env.is_set("traces")
+        made = otel_env.exporters("traces")  # nosuch: warned, left out
+        assert [type(e).__name__ for e in made] == ["OTLPSpanExporter", "ConsoleSpanExporter"]
+        assert type(made[0]).__module__.startswith("opentelemetry.exporter.otlp.proto.http")
+        for exporter in made:
+            exporter.shutdown()
+        with caplog.at_level("WARNING"):
+            otel_env.exporters("traces")
+        assert len([r for r in caplog.records if "nosuch" in r.getMessage()]) == 1  # warned once, both calls
+        readers = otel_env.exporters("metrics")
+        assert [type(r) for r in readers] == [PeriodicExportingMetricReader, PeriodicExportingMetricReader]
+        assert isinstance(readers[0]._exporter, ConsoleMetricExporter)
+        mp.setenv("OTEL_TRACES_EXPORTER", "otlp")
         (exporter,) = otel_env.exporters("traces")
         assert isinstance(exporter, OTLPSpanExporter)
         exporter.shutdown()
+        mp.setenv("OTEL_METRICS_EXPORTER", "none")
+        assert otel_env.exporters("metrics") == []
+
+
+def test_prometheus_is_the_sdk_entry_points_metric_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    prometheus = pytest.importorskip("opentelemetry.exporter.prometheus", reason="the prometheus extra")
+    from otel_toolscore.runtime import otel_env
+
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "prometheus")
+    monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+    monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", "0")  # its HTTP server on any loopback port
+    (reader,) = otel_env.exporters("metrics")
+    assert isinstance(reader, prometheus.PrometheusMetricReader)  # a reader itself, not behind a periodic one
+    reader.shutdown()

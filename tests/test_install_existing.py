@@ -143,7 +143,7 @@ def test_install_with_a_non_sdk_global_provider_fails_loudly_with_the_fix() -> N
     assert "VendorProvider" in out["error"] and "ToolScoreSpanProcessor(BatchSpanProcessor(exporter))" in out["error"]
 
 
-def test_a_wrapped_processor_with_nowhere_to_send_events_and_metrics_warns_once() -> None:
+def test_a_wrapped_processor_with_nowhere_to_send_events_and_metrics_says_so_once() -> None:
     proc, out = _run("""
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
         sink = InMemorySpanExporter()
@@ -165,7 +165,10 @@ def test_a_wrapped_processor_with_nowhere_to_send_events_and_metrics_warns_once(
         print(json.dumps({"metrics": metric_names(reader)}))
     """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.count("no meter provider") == 1, proc.stderr
-    assert proc.stderr.count("no logger provider") == 2, proc.stderr  # once per processor
+    # one line per processor saying all that goes nowhere: metrics and events, then events only
+    assert proc.stderr.count("go nowhere") == 2, proc.stderr
+    assert "metrics and events go nowhere" in proc.stderr and "; events go nowhere" in proc.stderr
+    assert proc.stderr.count("no MeterProvider set") == 1, proc.stderr
+    assert proc.stderr.count("no LoggerProvider set") == 2, proc.stderr
     assert "meter_provider=" in proc.stderr and "logger_provider=" in proc.stderr
     assert "gen_ai.evaluation.score" in out["metrics"]

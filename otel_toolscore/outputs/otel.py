@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import threading
 import time
 import weakref
@@ -83,6 +84,30 @@ def _is_unset(provider: object) -> bool:
     """The API's stand-ins for a global provider not set (proxy) or none at all (no-op)."""
     name = type(provider).__name__
     return "Proxy" in name or name.startswith("NoOp")
+
+
+_UNSENT = {"metrics": ("MeterProvider", "OTEL_METRICS_EXPORTER", "meter_provider",
+                       "opentelemetry.metrics.set_meter_provider"),
+           "events": ("LoggerProvider", "OTEL_LOGS_EXPORTER", "logger_provider",
+                      "opentelemetry._logs.set_logger_provider")}
+
+
+def unsent_message(settings: ToolScoreSettings, missing: Sequence[str]) -> str:
+    """One line: which outputs go nowhere and why, what still carries the scores, the fix."""
+    carried = [what for what, on in (("on the agent spans", settings.span_attributes),
+                                     ("as evaluation spans", settings.evaluation_spans)) if on]
+    reasons = []
+    for output in missing:
+        provider, variable, _, _ = _UNSENT[output]
+        unset = "" if os.environ.get(variable, "").strip() else f" and {variable} unset"
+        reasons.append(f"no {provider} set{unset}")
+    return (
+        f"scores are recorded {' and '.join(carried) or 'nowhere else'}; {' and '.join(missing)} go "
+        f"nowhere: {'; '.join(reasons)}. To send them, set "
+        f"{' / '.join(_UNSENT[o][1] for o in missing)} (e.g. otlp) before install(), set a global provider "
+        f"({', '.join(_UNSENT[o][3] for o in missing)}), or pass "
+        f"{', '.join(_UNSENT[o][2] + '=' for o in missing)} to install() or ToolScoreSpanProcessor."
+    )
 
 #: gen_ai.evaluation.score buckets: scores live in [0, 1], tenths are what alerts look at
 SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -373,6 +398,9 @@ class Emitter:
             "metrics": settings.metrics and meter_provider is None and _is_unset(get_meter_provider()),
             "events": settings.events and logger_provider is None and _is_unset(get_logger_provider()),
         }
+        self._unsent_pending = any(self._unsent_check.values())
+        # install() may build what is missing then (see on_unset)
+        self._resolve_unset: Callable[[tuple[str, ...]], None] | None = None
         self._logger: Logger | None = None
         self._records: RecordMaker | None = None
         if settings.events:
@@ -529,22 +557,37 @@ class Emitter:
 
     # --- events -----------------------------------------------------------------------------
 
-    def _warn_if_unsent(self, output: str, getter: Any, argument: str, setter: str) -> None:
-        """Warn once when scores are about to go to the API's stand-in provider: nowhere."""
-        self._unsent_check[output] = False
-        if _is_unset(getter()):
-            _log.warning(
-                "otel-toolscore: no %s provider: score %s go nowhere. Pass %s= to "
-                "ToolScoreSpanProcessor (or install()), or set a global one (%s).",
-                "logger" if output == "events" else "meter", output, argument, setter,
-            )
+    def on_unset(self, resolve: Callable[[tuple[str, ...]], None]) -> None:
+        """``resolve(outputs)`` is called once, when there is first something to send and some
+        of ``("metrics", "events")`` would still go to the API's stand-in provider: install()
+        builds there what the OTEL_* variables ask for (the app may set its own providers after
+        install(), so this is not decided when the processor is built)."""
+        self._resolve_unset = resolve
+
+    def _check_unsent(self) -> None:
+        """Once, at the first send: the outputs whose provider is still the API's stand-in go
+        nowhere; one warning names them all, what still carries the scores, and the fix."""
+        self._unsent_pending = False
+        outputs = tuple(name for name, check in self._unsent_check.items() if check)
+        self._unsent_check = dict.fromkeys(self._unsent_check, False)
+        getters = {"metrics": get_meter_provider, "events": get_logger_provider}
+        missing = tuple(name for name in outputs if _is_unset(getters[name]()))
+        if missing and self._resolve_unset is not None:
+            try:
+                self._resolve_unset(missing)
+            except Exception:  # noqa: BLE001 - never raise into the worker
+                _log.warning("otel-toolscore: could not build the providers for %s", " and ".join(missing),
+                             exc_info=True)
+            missing = tuple(name for name in missing if _is_unset(getters[name]()))
+        if missing:
+            _log.warning("otel-toolscore: %s", unsent_message(self._settings, missing))
 
     def _send_events(self, emission: Emission) -> None:
         logger = self._logger
         if logger is None:
             return
-        if self._unsent_check["events"]:
-            self._warn_if_unsent("events", get_logger_provider, "logger_provider", "opentelemetry._logs.set_logger_provider")
+        if self._unsent_pending:
+            self._check_unsent()
         try:
             run_context = _context(emission.trace_id, emission.span_id)
         except Exception:  # noqa: BLE001 - never raise into the worker
@@ -578,8 +621,8 @@ class Emitter:
         number of series stays bounded."""
         if self._meter is None:
             return
-        if self._unsent_check["metrics"]:
-            self._warn_if_unsent("metrics", get_meter_provider, "meter_provider", "opentelemetry.metrics.set_meter_provider")
+        if self._unsent_pending:
+            self._check_unsent()
         agent = emission.agent
         cached = self._metric_attributes
         for name, outcome, value, label, issues in emission.metrics:
