@@ -92,10 +92,11 @@ def _errors_by_type(scores: Sequence[Score]) -> str:
         if s.error:
             first.setdefault(s.error, s)
             counts[s.error] = counts.get(s.error, 0) + 1
-    return "; ".join(
-        f"{kind}{f' ×{counts[kind]}' if counts[kind] > 1 else ''}: {_one_line(first[kind].explanation, 160)}"
-        for kind in first
-    )
+    parts = []
+    for kind, score in first.items():
+        message = _one_line(score.explanation, 160)
+        parts.append(f"{kind}{f' ×{counts[kind]}' if counts[kind] > 1 else ''}" + (f": {message}" if message else ""))
+    return "; ".join(parts)
 
 
 def _one_line(text: str, limit: int) -> str:
