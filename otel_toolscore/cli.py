@@ -19,8 +19,9 @@ from otel_toolscore.ingest import OtlpDecodeError, load_otlp
 from otel_toolscore.outputs.report import (
     ScoredRun,
     ScoreProgress,
-    gate_failures,
+    error_lines,
     gate_lines,
+    gate_reasons,
     json_lines,
     junit,
     summary_line,
@@ -38,7 +39,7 @@ app = typer.Typer(
     # click's plain help: rich's boxes cut option names and help text at 80 columns in CI logs
     # and pipes; plain text wraps and never loses a word
     rich_markup_mode=None,
-    context_settings={"max_content_width": 120},
+    context_settings={"max_content_width": 120, "help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 
@@ -146,58 +147,93 @@ def _judge_options(
     return options
 
 
+def _expand_inputs(paths: list[str]) -> list[str]:
+    """The files to read: each path as given, a directory as the files under it (sorted, hidden
+    files and folders left out, so a .git or an editor's swap file is not read as a trace)."""
+    out: list[str] = []
+    for path in paths:
+        if path != "-" and os.path.isdir(path):
+            found = sorted(
+                str(p) for p in Path(path).rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            if not found:
+                _console(stderr=True).print(f"otel-toolscore: {escape(path)}: a directory with no files",
+                                            highlight=False, soft_wrap=True)
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
 @app.command()
 def score(
-    paths: Annotated[list[str], typer.Argument(help="OTLP/JSON, JSON-lines or protobuf files; '-' reads stdin.")],
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
+    # described in the docstring: typer writes an argument's type beside it (<list[str]>), which reads badly
+    paths: Annotated[list[str], typer.Argument(metavar="INPUT", hidden=True, show_default=False)],
+    fmt: Annotated[Format, typer.Option("--format", "-f", metavar="table|json|junit", help="Output format.")] = Format.table,
     scorer: Annotated[
         list[str] | None,
         typer.Option(
-            "--scorer", "-s",
+            "--scorer", "-s", metavar="NAME",
             help=f"Scorer to run (repeatable). Default: every code scorer ({', '.join(CODE_SCORERS)}). "
             f"LLM-judged (need --judge-model): {', '.join(LLM_SCORERS)}.",
         ),
     ] = None,
-    expected_tool: Annotated[str | None, typer.Option(help="Tool the agent should call.")] = None,
+    expected_tool: Annotated[str | None, typer.Option(metavar="TOOL", help="Tool the agent should call.")] = None,
     expected_tool_order: Annotated[
-        str | None, typer.Option(help="Tools the agent should call, in order: A,B,C.")
+        str | None, typer.Option(metavar="A,B,C", help="Tools the agent should call, in order: A,B,C.")
     ] = None,
     strict: Annotated[bool | None, typer.Option("--strict/--no-strict", help="Strict tool-call accuracy.")] = None,
     tool_schemas: Annotated[
-        Path | None, typer.Option(help="JSON or YAML object: tool name → JSON Schema (or {parameters, deprecated, "
-                                  "replaced_by}); tool_call_validation checks calls against them.")
+        Path | None, typer.Option(metavar="FILE", help="JSON or YAML object: tool name → JSON Schema (or "
+                                  "{parameters, deprecated, replaced_by}); tool_call_validation checks calls against them.")
     ] = None,
     require_schemas: Annotated[
         bool, typer.Option("--require-schemas", help="tool_call_validation: a tool with no known schema is an "
                            "unknown_tool issue (default: the call is unchecked, no penalty).")
     ] = False,
     fail_under: Annotated[
-        float | None, typer.Option(help="Exit 1 when any score is below this value (a CI gate; "
-                                   "skipped scores, e.g. no tool schemas, do not fail it).")
+        float | None, typer.Option(metavar="X", help="A CI gate: exit 1 when a score is below X, when a score is an "
+                                   "error (a scorer failed, the judge was unreachable; see --allow-errors), or when "
+                                   "nothing was judged (no run read, every score skipped). Skipped scores "
+                                   "(skipped, not_applicable, no_context; e.g. no tool schemas) neither pass nor fail.")
     ] = None,
+    allow_errors: Annotated[
+        bool, typer.Option("--allow-errors", help="With --fail-under: error scores do not fail the gate (they are "
+                           "still counted, shown and in the JUnit report as errors); a gate that judged nothing "
+                           "still fails.")
+    ] = False,
     judge_model: Annotated[
-        str | None, typer.Option(help="litellm model string of the judge, e.g. openai/gpt-4o-mini.")
+        str | None, typer.Option(metavar="MODEL", help="litellm model string of the judge, e.g. openai/gpt-4o-mini.")
     ] = None,
-    judge_api_base: Annotated[str | None, typer.Option(help="Base URL of the judge's API.")] = None,
+    judge_api_base: Annotated[str | None, typer.Option(metavar="URL", help="Base URL of the judge's API.")] = None,
     judge_api_key: Annotated[
-        str | None, typer.Option(help="Judge API key (default: the provider's usual env var, e.g. OPENAI_API_KEY).")
+        str | None, typer.Option(metavar="KEY", help="Judge API key (default: the provider's usual env var, e.g. OPENAI_API_KEY).")
     ] = None,
     instructions_file: Annotated[
-        Path | None, typer.Option(help="prompt_alignment: instructions, one per line (default: the run's system instructions).")
+        Path | None, typer.Option(metavar="FILE", help="prompt_alignment: instructions, one per line (default: the run's system instructions).")
     ] = None,
     context_file: Annotated[
-        Path | None, typer.Option(help="context_position: context items, one per line or a JSON list (default: the run's retrieved documents).")
+        Path | None, typer.Option(metavar="FILE", help="context_position: context items, one per line or a JSON list (default: the run's retrieved documents).")
     ] = None,
     skip_scored: Annotated[
         bool, typer.Option("--skip-scored", help="Leave out runs whose agent span carries toolscore.scored "
                            "(scored already by install() or serve). Default: rescore them.")
     ] = False,
     config: Annotated[Path | None, typer.Option(
+        metavar="FILE",
         help="YAML settings file, the one the app and the sidecar read (default: $OTEL_TOOLSCORE_CONFIG): its "
         "scorers, scorer_options, tool_schemas, require_schemas, allow_unknown_tools and rules apply; options given here win. "
         "OTEL_TOOLSCORE_* variables apply too.")] = None,
 ) -> None:
-    """Rebuild every agent run in the given traces and score it."""
+    """Rebuild every agent run in the given traces and score it.
+
+    INPUT: trace files, directories (every file under them, hidden ones left out) or '-' for
+    stdin. Read: OTLP/JSON ExportTraceServiceRequest documents, JSON lines of them (the
+    Collector's file exporter), OTLP protobuf, traces saved from Jaeger (UI "Download JSON",
+    /api/traces, /api/v3/traces) and Tempo (/api/traces/{id}, /api/v2/traces/{id}), each
+    optionally gzip-compressed (.gz). The format is recognised from the content, not the name.
+    """
     from otel_toolscore.config import ConfigError, load_settings
     from otel_toolscore.runtime.engine import apply_rules
 
@@ -224,10 +260,11 @@ def score(
         _fail(str(exc))
     runs: list[ScoredRun] = []
     unattached_problems = 0  # input problems of files that produced no run
+    inputs = _expand_inputs(paths)
     # A bar on stderr when it is a terminal and the work takes a while (LLM judges, big files).
     with ScoreProgress() as progress:
-        progress.stage("reading", len(paths))
-        for path in paths:
+        progress.stage("reading", len(inputs))
+        for path in inputs:
             try:
                 batch = load_otlp(path)
             except OtlpDecodeError as exc:
@@ -263,15 +300,17 @@ def score(
         for run, scores in zip(runs, score_runs([r.trajectory for r in runs], scorers, progress.advance)):
             run.scores = scores
     problems = unattached_problems + sum(len(r.trajectory.problems) for r in runs)
+    files = len(inputs)
     if fmt is Format.json:
         json_lines(runs, sys.stdout)
     elif fmt is Format.junit:
-        junit(runs, sys.stdout, fail_under)
+        junit(runs, sys.stdout, fail_under, files=files, allow_errors=allow_errors)
     else:
-        table(runs, _console(), problems=problems, fail_under=fail_under)
+        table(runs, _console(), problems=problems, fail_under=fail_under, files=files, allow_errors=allow_errors)
     if fmt is not Format.table:  # the table prints its own; beside JSON/XML on stdout, lines for CI logs
-        sys.stderr.write("\n".join([summary_line(runs, problems, fail_under), *gate_lines(runs, fail_under)]) + "\n")
-    if gate_failures(runs, fail_under):
+        sys.stderr.write("\n".join([summary_line(runs, problems, fail_under, files=files, allow_errors=allow_errors),
+                                    *error_lines(runs), *gate_lines(runs, fail_under)]) + "\n")
+    if gate_reasons(runs, fail_under, files=files, allow_errors=allow_errors):
         raise typer.Exit(1)
 
 
@@ -294,33 +333,33 @@ def _root(
 @app.command()
 def serve(
     upstream: Annotated[str | None, typer.Option(
-        help="OTLP endpoint for spans, scores, logs and metrics (default: $OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
+        metavar="URL",         help="OTLP endpoint for spans, scores, logs and metrics (default: $OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
     upstream_protocol: Annotated[str | None, typer.Option(
-        help="grpc or http/protobuf (default: $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).")] = None,
+        metavar="PROTOCOL",         help="grpc or http/protobuf (default: $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).")] = None,
     upstream_header: Annotated[list[str] | None, typer.Option(
-        help="KEY=VALUE header sent upstream (repeatable; default: $OTEL_EXPORTER_OTLP_HEADERS).")] = None,
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
-    grpc_port: Annotated[int, typer.Option(help="OTLP/gRPC port; 0 picks a free one.")] = 4317,
-    http_port: Annotated[int, typer.Option(help="OTLP/HTTP port; 0 picks a free one.")] = 4318,
+        metavar="KEY=VALUE",         help="KEY=VALUE header sent upstream (repeatable; default: $OTEL_EXPORTER_OTLP_HEADERS).")] = None,
+    host: Annotated[str, typer.Option(metavar="ADDRESS", help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    grpc_port: Annotated[int, typer.Option(metavar="PORT", help="OTLP/gRPC port; 0 picks a free one.")] = 4317,
+    http_port: Annotated[int, typer.Option(metavar="PORT", help="OTLP/HTTP port; 0 picks a free one.")] = 4318,
     grpc: Annotated[bool, typer.Option("--grpc/--no-grpc", help="Serve OTLP/gRPC.")] = True,
     http: Annotated[bool, typer.Option("--http/--no-http", help="Serve OTLP/HTTP.")] = True,
-    max_request_bytes: Annotated[int, typer.Option(help="Largest request, compressed or not (413 above).")] = 8 << 20,
-    max_concurrent_requests: Annotated[int, typer.Option(help="Requests/RPCs handled at once.")] = 64,
+    max_request_bytes: Annotated[int, typer.Option(metavar="BYTES", help="Largest request, compressed or not (413 above).")] = 8 << 20,
+    max_concurrent_requests: Annotated[int, typer.Option(metavar="N", help="Requests/RPCs handled at once.")] = 64,
     max_queued_spans: Annotated[int, typer.Option(
-        help="Spans waiting for the upstream before requests get 503/UNAVAILABLE.")] = 20_000,
+        metavar="N",         help="Spans waiting for the upstream before requests get 503/UNAVAILABLE.")] = 20_000,
     auth_token: Annotated[str | None, typer.Option(
-        envvar="OTEL_TOOLSCORE_AUTH_TOKEN", help="Require 'Authorization: Bearer TOKEN'.")] = None,
+        metavar="TOKEN",         envvar="OTEL_TOOLSCORE_AUTH_TOKEN", help="Require 'Authorization: Bearer TOKEN'.")] = None,
     forward_signals: Annotated[bool, typer.Option(
         "--forward-signals/--no-forward-signals", help="Pass OTLP logs and metrics upstream unchanged.")] = True,
-    scorer: Annotated[list[str] | None, typer.Option("--scorer", "-s", help="Scorer to run (repeatable).")] = None,
-    config: Annotated[Path | None, typer.Option(help="YAML settings file (default: $OTEL_TOOLSCORE_CONFIG).")] = None,
+    scorer: Annotated[list[str] | None, typer.Option("--scorer", "-s", metavar="NAME", help="Scorer to run (repeatable).")] = None,
+    config: Annotated[Path | None, typer.Option(metavar="FILE", help="YAML settings file (default: $OTEL_TOOLSCORE_CONFIG).")] = None,
     decision_wait: Annotated[float | None, typer.Option(
-        help="Seconds a trace must be quiet after its root arrived before it is scored.")] = None,
+        metavar="SECONDS",         help="Seconds a trace must be quiet after its root arrived before it is scored.")] = None,
     hold_timeout: Annotated[float | None, typer.Option(
-        help="Longest hold of an agent span, seconds; must exceed the decision wait (default: decision wait + 5; "
+        metavar="SECONDS",         help="Longest hold of an agent span, seconds; must exceed the decision wait (default: decision wait + 5; "
         "a hold_timeout from the settings file or environment, the app's bound, counts from the end of the "
         "decision wait).")] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "warning",
+    log_level: Annotated[str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")] = "warning",
 ) -> None:
     """Receive OTLP from agents in any language, score their runs, forward everything upstream."""
     import logging
@@ -362,13 +401,13 @@ def serve(
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where the OTLP/JSON files go.")] = Path("toolscore-demo"),
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Where the OTLP/JSON files go.")] = Path("toolscore-demo"),
     otlp_endpoint: Annotated[
-        str | None, typer.Option(help="Send spans, events and metrics over OTLP/HTTP to this base URL instead of files.")
+        str | None, typer.Option(metavar="URL", help="Send spans, events and metrics over OTLP/HTTP to this base URL instead of files.")
     ] = None,
     phoenix: Annotated[bool, typer.Option("--phoenix", help="Start a local Arize Phoenix and send it the traces too.")] = False,
     instrumentation: Annotated[
-        str, typer.Option(help="auto (openai-v2 when installed, else built-in), openai-v2, openinference or builtin.")
+        str, typer.Option(metavar="NAME", help="auto (openai-v2 when installed, else built-in), openai-v2, openinference or builtin.")
     ] = "auto",
     keep_running: Annotated[
         bool | None, typer.Option("--keep-running/--no-keep-running", help="Keep Phoenix up afterwards (default: on a terminal).")

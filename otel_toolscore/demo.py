@@ -49,6 +49,7 @@ from rich.table import Table
 
 from otel_toolscore import semconv
 from otel_toolscore.demo_agent.phoenix import PHOENIX_INSTALL_HINT, Phoenix, PhoenixError, find_phoenix
+from otel_toolscore.extras import install_command
 from otel_toolscore.outputs.jsonlines import JsonLinesLogExporter, JsonLinesMetricExporter, JsonLinesSpanExporter
 from otel_toolscore.outputs.report import _cell, _issues
 from otel_toolscore.runtime._wrap import LogExporterWrapper, MetricExporterWrapper
@@ -278,7 +279,7 @@ def make_client(choice: str, base_url: str, examples: ModuleType, tracer_provide
         choice = "openai-v2" if _available("openai", "opentelemetry.instrumentation.openai_v2") else "builtin"
     if choice == "openai-v2":
         if not _available("openai", "opentelemetry.instrumentation.openai_v2"):
-            raise DemoError("openai-v2 needs the examples extra: pip install -e '.[examples]'")
+            raise DemoError(f"openai-v2 needs the examples extra: {install_command('examples')}")
         # Latest GenAI conventions, with message content on the spans (what the scorers read).
         opt_in = [v for v in os.environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",") if v.strip()]
         if "gen_ai_latest_experimental" not in opt_in:
@@ -298,7 +299,7 @@ def make_client(choice: str, base_url: str, examples: ModuleType, tracer_provide
         )
     if choice == "openinference":
         if not _available("openai", "openinference.instrumentation.openai"):
-            raise DemoError("openinference needs the examples extra: pip install -e '.[examples]'")
+            raise DemoError(f"openinference needs the examples extra: {install_command('examples')}")
         from openai import OpenAI
         from openinference.instrumentation.openai import (
             OpenAIInstrumentor as OIInstrumentor,
@@ -315,7 +316,7 @@ def make_client(choice: str, base_url: str, examples: ModuleType, tracer_provide
     if choice == "builtin":
         tracer = tracer_provider.get_tracer("otel_toolscore.demo.client")
         return _Client(
-            "built-in stdlib client emitting GenAI chat spans (pip install -e '.[examples]' for the "
+            f"built-in stdlib client emitting GenAI chat spans ({install_command('examples')} for the "
             "real openai client and instrumentation)",
             builtin_complete(base_url, tracer, examples.MODEL), "genai",
         )
@@ -440,6 +441,7 @@ def _run_agents(options: DemoOptions, console: Console, examples: ModuleType, ph
         f"\n[bold]otel-toolscore demo[/]: {len(examples.SCENARIOS)} runs of agent "
         f"'{examples.AGENT_NAME}', model = scripted server on {base_url}\n"
         f"instrumentation: {escape(client.description)}\n", highlight=False,
+        soft_wrap=True,  # the install command it may name stays whole, copyable
     )
     scored = _summary(console, examples.SCENARIOS, runs)
     for failure in failures:

@@ -30,6 +30,18 @@ class MissingExtraError(ImportError):
         )
 
 
+def install_command(extra: str) -> str:
+    """The ``pip install`` that adds ``extra`` to this installation: ``pip install -e '<checkout>[extra]'``
+    when the code runs from a checkout (editable install or the source tree: a pyproject.toml
+    beside the package), else ``pip install 'otel-toolscore[extra]'`` (a wheel from an index)."""
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and not {"site-packages", "dist-packages"} & set(checkout.parts):
+        return f"pip install -e '{checkout}[{extra}]'"
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
 def require(module: str, extra: str, feature: str) -> ModuleType:
     """``module`` imported, or ``MissingExtraError`` naming the extra that provides it.
 

@@ -117,7 +117,7 @@ def _short(value: Any, limit: int = _MAX_VALUE_CHARS) -> str:
 
 def _run_name(traj: Trajectory) -> str:
     name = repr(traj.agent_name) if traj.agent_name else "(no agent span)"
-    return f"run {name} (trace {traj.trace_id[:16]}…, span {traj.span_id})"
+    return f"run {name} (trace {traj.trace_id}, span {traj.span_id})"
 
 
 def _calls(traj: Trajectory) -> list[str]:
@@ -206,14 +206,21 @@ class ToolScoreCapture:
         return build_trajectories(self.spans())
 
     def score(self, scorer: str | Scorer, *, run: Trajectory | None = None, **options: Any) -> list[Score]:
-        """Score every run (or ``run``) with a scorer given by name (with its options) or as an object."""
+        """Score every run (or ``run``) with a scorer given by name (with its options) or as an object.
+
+        With no run captured it fails (as the assertions do) rather than return no scores, which
+        ``all(s.value >= 0.8 for s in toolscore.score(...))`` would take for a pass. A score that
+        could not be made is returned as it is: ``error`` set (the scorer or its judge failed),
+        or no value with a label saying why (``skipped``, ``not_applicable``...).
+        """
+        __tracebackhide__ = True  # failures point at the test, not at the plugin
         if isinstance(scorer, str):
             built = build_scorers([scorer], {scorer: options})[0]
         elif options:
             raise TypeError("options are for a scorer given by name; configure a scorer object yourself")
         else:
             built = scorer
-        runs = [run] if run is not None else self.trajectories()
+        runs = [run] if run is not None else (self.trajectories() or self._runs(None))
         return [run_scorers(traj, [built])[0] for traj in runs]
 
     # assertions
@@ -323,15 +330,19 @@ class ToolScoreCapture:
                      **options: Any) -> None:
         """The scorer scores every run at least ``at_least`` (default: its label is not ``fail``).
 
-        A run the scorer cannot score (skipped, error) fails the assertion: failure is not a score.
+        A run the scorer cannot score fails the assertion: an error (the scorer raised, its judge
+        was unreachable) as much as a skip (no expectation, nothing applicable), since neither is a
+        pass.
         """
         __tracebackhide__ = True  # failures point at the test, not at the plugin
         runs = self._runs(run)
         failures = []
         for traj in runs:
             (score,) = self.score(scorer, run=traj, **options)
-            if score.value is None:
-                why = f"could not be scored ({score.label or score.error})"
+            if score.error:
+                why = f"could not be scored: error {score.error}"
+            elif score.value is None:
+                why = f"could not be scored ({score.label or 'no value'})"
             elif at_least is not None and score.value < at_least:
                 why = f"{score.value:g} < {at_least:g}"
             elif at_least is None and score.label == "fail":

@@ -2,7 +2,8 @@
 CI=true explored, and a red CI is a reproducible fact, not a draw. Local runs stay random (and
 keep finding new cases, as the hostile-input tests did).
 
-The fixtures every test module may use: ``clean_otel_env`` and ``judge_server``."""
+The fixtures every test module may use: ``clean_otel_env`` and ``judge_server``; the ``e2e``
+mark on every test under tests/e2e."""
 
 from __future__ import annotations
 
@@ -18,6 +19,17 @@ from tests.support.judge_server import JudgeServer
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+_E2E = os.path.join(os.path.dirname(os.path.abspath(__file__)), "e2e") + os.sep
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/e2e is marked ``e2e``: ``pytest -m "not e2e"`` runs the unit tests
+    alone (``./scripts/test --quick``)."""
+    for item in items:
+        if str(item.path).startswith(_E2E):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture

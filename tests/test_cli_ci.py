@@ -138,7 +138,7 @@ def test_the_table_gate_names_every_failing_score_and_exits_1() -> None:
     assert proc.returncode == 1
     below = [line for line in proc.stdout.splitlines() if line.strip().startswith("below --fail-under 0.5:")]
     records = [json.loads(line) for line in score(str(SAMPLE), "--format", "json").stdout.splitlines()]
-    expected = {(r["trace_id"][:16], s["name"], s["value"]) for r in records for s in r["scores"]
+    expected = {(r["trace_id"], s["name"], s["value"]) for r in records for s in r["scores"]
                 if s["value"] is not None and s["value"] < 0.5}
     assert len(expected) == 3 and len(below) == len(expected)
     for trace, name, value in expected:
@@ -172,15 +172,19 @@ def test_the_table_and_json_print_one_and_the_same_summary() -> None:
     assert "15 scores: 5 passed, 3 failed, 7 skipped, 0 errors" in json_summary
 
 
-def test_the_table_shows_trace_id_and_service_of_each_run() -> None:
-    proc = score(str(SAMPLE), env={"COLUMNS": "200"})
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_the_table_shows_the_whole_trace_id_then_service_and_agent_of_each_run(columns: str) -> None:
+    proc = score(str(SAMPLE), env={"COLUMNS": columns})
     records = [json.loads(line) for line in score(str(SAMPLE), "--format", "json").stdout.splitlines()]
-    header = next(line for line in proc.stdout.splitlines() if "trace" in line and "agent" in line)
-    assert "service" in header
+    lines = proc.stdout.splitlines()
+    header = next(line for line in lines if "trace" in line)
+    assert "service" in header and "agent" in header
     for record in records:
-        assert record["service_name"]
-        row = next(line for line in proc.stdout.splitlines() if record["trace_id"][:16] in line)
-        assert record["service_name"][:16] in row  # a long name folds onto the next line
+        assert record["service_name"] and len(record["trace_id"]) == 32
+        # the whole id on one line, in the first cell: pasted into a backend's search, it finds the trace
+        (i,) = [i for i, line in enumerate(lines) if line.startswith(f"│{record['trace_id']} ")]
+        assert lines[i + 1].startswith(f"│{record['service_name'][:32]}")  # a longer name folds on
+        assert record["agent_name"] in "".join(lines[i + 2 : i + 4])
 
 
 def test_runs_without_tool_schemas_are_skipped_and_pass_the_gate() -> None:

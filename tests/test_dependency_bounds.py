@@ -64,3 +64,34 @@ def test_scripts_test_runs_the_core_tests_on_the_minimums() -> None:
     assert "-c tests/constraints-min.txt" in script and ".venv-min/bin/python -m pytest" in script
     for test in re.findall(r"tests/test_\w+\.py", script):
         assert (REPO / test).exists(), test
+
+
+#: what the hand-written list leaves out of jsonschema's format-nongpl extra, and why (pyproject.toml)
+LEFT_OUT_OF_FORMAT_NONGPL = {"rfc3987-syntax"}  # imported by `import jsonschema`: ~0.7 s for every app
+
+
+def test_the_format_checkers_are_jsonschemas_format_nongpl_extra_but_one() -> None:
+    """The core lists jsonschema's ``format-nongpl`` checkers by hand rather than using the extra
+    (the one left out costs every instrumented app its import time); the list follows the
+    installed jsonschema's extra, so a checker it adds or a bound it raises is not missed."""
+    from importlib.metadata import requires
+
+    extra = {}
+    for line in requires("jsonschema") or []:
+        req = Requirement(line)
+        if req.marker is not None and req.marker.evaluate({"extra": "format-nongpl"}) \
+                and not req.marker.evaluate({"extra": ""}):
+            extra[_norm(req.name)] = req
+    assert extra, "jsonschema declares no format-nongpl extra"
+    declared = {_norm(Requirement(line).name): Requirement(line)
+                for line in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]}
+    missing = set(extra) - set(declared) - LEFT_OUT_OF_FORMAT_NONGPL
+    assert not missing, f"format-nongpl checkers missing from pyproject.toml's dependencies: {sorted(missing)}"
+    for name in set(extra) - LEFT_OUT_OF_FORMAT_NONGPL:
+        for spec in extra[name].specifier:
+            # every lower bound of the extra's is one of ours too (ours may be higher)
+            if spec.operator in (">=", ">"):
+                ours = declared[name].specifier
+                assert ours and all(Version(spec.version) <= Version(s.version) for s in ours
+                                    if s.operator in (">=", ">")), (name, str(spec), str(ours))
+    assert not LEFT_OUT_OF_FORMAT_NONGPL & set(declared)

@@ -79,3 +79,16 @@ def test_the_readme_tells_users_what_they_can_install_and_use() -> None:
     first = readme.split("```bash\n", 1)[1].split("```", 1)[0]
     assert ".[test,examples]'" in first and "otel-toolscore demo" in first and "./scripts/test" in first
     assert {"cli", "serve", "grpc", "judge"} <= set(re.findall(r"otel-toolscore\[([a-z,]+)\]", " ".join(extras["test"]))[0].split(","))
+
+
+def test_the_quick_test_command_leaves_out_exactly_the_end_to_end_tests() -> None:
+    """./scripts/test --quick runs pytest -m "not e2e": every test under tests/e2e carries the mark
+    (tests/conftest.py), no other test does."""
+    script = (REPO / "scripts" / "test").read_text()
+    assert '"--quick"' in script and "-m \"not e2e\"" in script and ".[test]'" in script
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m", "e2e",
+                           "tests"], capture_output=True, text=True, timeout=300, check=False, cwd=REPO)
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert ids and all(line.startswith("tests/e2e/") for line in ids), proc.stdout[-2000:]
+    e2e = {p.name for p in (REPO / "tests" / "e2e").glob("test_*.py")}
+    assert {line.split("::")[0].rsplit("/", 1)[1] for line in ids} == e2e

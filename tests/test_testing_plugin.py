@@ -5,6 +5,7 @@ subprocess so the global tracer provider of each inner session is its own."""
 from __future__ import annotations
 
 import os
+import re
 from importlib.metadata import entry_points
 
 try:
@@ -16,6 +17,7 @@ import pytest
 from opentelemetry.trace import NoOpTracerProvider
 
 import otel_toolscore.testing as plugin
+from tests.support.judge_server import closed_port_url
 from tests.support.paths import REPO
 
 pytest_plugins = ["pytester"]
@@ -85,6 +87,17 @@ def test_unscorable_is_a_failure(toolscore):
 
 def test_nothing_captured(toolscore):
     toolscore.assert_tool_called("get_weather")
+
+
+def test_no_scores_from_nothing_captured(toolscore):
+    # no run: an error, not [] (over which all(...) would pass)
+    assert all(s.value >= 0.8 for s in toolscore.score("tool_call_validation"))
+
+
+def test_an_unreachable_judge_is_a_failure(toolscore):
+    weather_agent.run("Weather in Oslo?", OSLO, "It is 5°C and cloudy.")
+    toolscore.assert_score("tool_call_appropriateness", at_least=0.5, model="openai/gpt-4o-mini",
+                           api_base=JUDGE_URL, api_key="sk-test", max_retries=0)
 
 
 def test_each_test_sees_only_its_own_spans(toolscore):
@@ -173,9 +186,10 @@ def test_entry_point_is_declared_and_installed() -> None:
 
 
 def test_plugin_in_a_fresh_project(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(weather_agent=AGENT, test_agent=TESTS)
+    # the judge: a loopback port nothing listens on
+    pytester.makepyfile(weather_agent=AGENT, test_agent=f"JUDGE_URL = {closed_port_url()!r}\n" + TESTS)
     result = _run(pytester)
-    result.assert_outcomes(passed=4, failed=8)
+    result.assert_outcomes(passed=4, failed=10)
     result.stdout.fnmatch_lines([
         "*AssertionError: tool 'get_weather' was not called in 1 of 1 agent run(s):",
         "*run 'weather-bot' (trace *, span *)",
@@ -211,6 +225,13 @@ def test_plugin_in_a_fresh_project(pytester: pytest.Pytester) -> None:
         "*tool_call_accuracy could not be scored (skipped)",
     ])
     result.stdout.fnmatch_lines(["*toolscore: no agent run was captured: no span ended during the test*"])
+    assert result.stdout.str().count("toolscore: no agent run was captured: no span ended during the test") == 2
+    result.stdout.fnmatch_lines([
+        "*AssertionError: tool_call_appropriateness is not at least 0.5 in 1 of 1 agent run(s):",
+        "*run 'weather-bot' (trace *, span *): tool_call_appropriateness could not be scored: error judge_unavailable",
+    ])
+    # the whole trace id, which a backend's search finds
+    assert re.search(r"run 'weather-bot' \(trace [0-9a-f]{32}, span [0-9a-f]{16}\)", result.stdout.str())
     # failures point at the test's own line, not into the plugin
     assert "otel_toolscore/testing.py" not in result.stdout.str()
 

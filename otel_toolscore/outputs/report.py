@@ -16,6 +16,7 @@ from rich.table import Table
 from otel_toolscore.conventions.parsing import valid_text
 from otel_toolscore.scorers import registry
 from otel_toolscore.scorers.base import HOW_TO_SUPPLY_SCHEMAS, REASON_NO_TOOL_SCHEMAS, Score
+from otel_toolscore.scorers.results import SEVERITY_ORDER
 from otel_toolscore.trajectory import Trajectory
 
 
@@ -56,9 +57,11 @@ def verdict(score: Score, fail_under: float | None = None) -> str:
     """``pass``, ``fail``, ``skipped`` or ``error``: one decision for the table's labels, the
     JUnit report, the summary and the exit status, so they never disagree.
 
-    With a gate (``--fail-under``) a value decides alone: a scorer's ``pass`` label on 0.6 under
-    a 0.8 gate is a failure, and its ``fail`` label on 0.9 is not. Without one, the scorer's
-    label decides (it follows the severity of what was found).
+    ``error`` is a score with ``error`` set (the scorer or its judge failed); ``skipped`` one with
+    no value and no error (``skipped``, ``not_applicable``, ``no_context``...: nothing to judge),
+    which neither passes nor fails. With a gate (``--fail-under``) a value decides alone: a
+    scorer's ``pass`` label on 0.6 under a 0.8 gate is a failure, and its ``fail`` label on 0.9 is
+    not. Without one, the scorer's label decides (it follows the severity of what was found).
     """
     if score.error:
         return "error"
@@ -70,30 +73,114 @@ def verdict(score: Score, fail_under: float | None = None) -> str:
 
 
 def gate_failures(runs: Sequence[ScoredRun], fail_under: float | None) -> list[tuple[ScoredRun, Score]]:
-    """The scores that fail the gate (none without one): what makes the exit status 1."""
+    """The scores under the gate (none without one)."""
     if fail_under is None:
         return []
     return [(run, s) for run in runs for s in run.scores if verdict(s, fail_under) == "fail"]
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _errors_by_type(scores: Sequence[Score]) -> str:
+    """``judge_unavailable: <first message>; scorer_error ×2: <first message>``: each error type
+    once, with how many scores have it and the first one's explanation."""
+    first: dict[str, Score] = {}
+    counts: dict[str, int] = {}
+    for s in scores:
+        if s.error:
+            first.setdefault(s.error, s)
+            counts[s.error] = counts.get(s.error, 0) + 1
+    parts = []
+    for kind, score in first.items():
+        message = _one_line(score.explanation, 160)
+        parts.append(f"{kind}{f' ×{counts[kind]}' if counts[kind] > 1 else ''}" + (f": {message}" if message else ""))
+    return "; ".join(parts)
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def gate_reasons(runs: Sequence[ScoredRun], fail_under: float | None, *, files: int | None = None,
+                 allow_errors: bool = False) -> list[str]:
+    """Why the CI gate fails; empty when it passes or there is none. What makes the exit status 1.
+
+    A gate never passes on nothing: no run read, every score skipped, or scores that are errors
+    (the judge unreachable, a scorer that raised) fail it, besides scores under ``fail_under``.
+    ``allow_errors`` lets errors through (they are still counted and shown), but not a gate that
+    judged nothing at all. ``files``: how many inputs were read (default: those runs came from).
+    """
+    if fail_under is None:
+        return []
+    if files is None:
+        files = len({r.source for r in runs})
+    if not runs:
+        return [f"0 runs read from {_count(files, 'file')}"]
+    scores = [s for r in runs for s in r.scores]
+    counts = _verdicts(scores, fail_under)
+    reasons = []
+    if counts["fail"]:
+        reasons.append(f"{counts['fail']} below {fail_under:g}")
+    if counts["error"] and not allow_errors:
+        reasons.append(f"{counts['error']} of {_count(len(scores), 'score')} "
+                       f"{'is an error' if counts['error'] == 1 else 'are errors'} ({_errors_by_type(scores)})")
+    judged = counts["pass"] + counts["fail"]
+    if not judged and not (counts["error"] and counts["error"] == len(scores) and not allow_errors):
+        what = ", ".join(f"{counts[k]} {k}" + ("s" if k == "error" and counts[k] != 1 else "")
+                         for k in ("skipped", "error") if counts[k])
+        reasons.append(f"no score judged ({what})" if scores else f"no scores for {_count(len(runs), 'run')}")
+    return reasons
+
+
+def _verdicts(scores: Sequence[Score], fail_under: float | None) -> dict[str, int]:
+    counts = {"pass": 0, "fail": 0, "skipped": 0, "error": 0}
+    for s in scores:
+        counts[verdict(s, fail_under)] += 1
+    return counts
+
+
 def _cell(score: Score | None, fail_under: float | None) -> str:
     if score is None:
         return ""
+    if score.error:
+        # the error's type here, its message in the lines under the table
+        return f"error: {score.error}"
     if score.value is None:
-        return score.label or (score.error or "—")
+        return score.label or "skipped"
     return f"{score.value:g} {verdict(score, fail_under)}"
 
 
-def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_under: float | None = None) -> None:
+def _run_ref(run: ScoredRun) -> str:
+    """``trace <32 hex> <agent>``: the whole trace id, which a backend's trace search takes."""
+    traj = run.trajectory
+    return f"trace {traj.trace_id or '—'} {traj.agent_name or '(no agent span)'}"
+
+
+def error_lines(runs: Sequence[ScoredRun], limit: int = 20) -> list[str]:
+    """One line per error score: its trace, agent, scorer, error type and message."""
+    errors = [(r, s) for r in runs for s in r.scores if s.error]
+    lines = [f"  error: {_run_ref(r)} · {s.name}: {s.error}: {_one_line(s.explanation, 300)}"
+             for r, s in errors[:limit]]
+    if len(errors) > limit:
+        lines.append(f"  … {len(errors) - limit} more errors (use --format json for all)")
+    return lines
+
+
+def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_under: float | None = None,
+          *, files: int | None = None, allow_errors: bool = False) -> None:
     scorer_names: list[str] = []
     for run in runs:
         for s in run.scores:
             if s.name not in scorer_names:
                 scorer_names.append(s.name)
-    t = Table(show_lines=False, expand=False, pad_edge=False)
-    t.add_column("trace", no_wrap=True)
-    t.add_column("service", overflow="fold", max_width=16)
-    t.add_column("agent", overflow="fold", max_width=18)
+    t = Table(show_lines=True, expand=False, pad_edge=False)
+    # the whole trace id, never cut or folded (pasted into Jaeger's or Tempo's trace search, it
+    # finds the trace), the service and the agent under it: columns of their own would leave the
+    # scores no room in 80 columns
+    t.add_column("trace / service / agent", width=32, overflow="fold")
     t.add_column("tools called", overflow="fold", max_width=28)
     for name in scorer_names:
         t.add_column(registry.column(name), justify="right", overflow="fold")
@@ -104,9 +191,10 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
             agent = "  ↳ " + agent
         by_name = {s.name: s for s in run.scores}
         tools = ", ".join(c.name or "?" for c in traj.tool_calls) or "—"
-        t.add_row(_short_trace(traj.trace_id), escape(traj.service_name or "—"), escape(agent), escape(tools),
+        t.add_row(f"{traj.trace_id or '—'}\n{escape(traj.service_name or '—')}\n{escape(agent)}", escape(tools),
                   *(escape(_cell(by_name.get(n), fail_under)) for n in scorer_names))
-    console.print(t)
+    if runs:
+        console.print(t)
     issues = [
         (run, s, i)
         for run in runs
@@ -115,10 +203,12 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
     ]
     for run, s, issue in issues[:20]:
         # Trace content may hold square brackets: escape it so rich does not read it as markup.
-        console.print(f"  [yellow]•[/] {escape(run.trajectory.agent_name or '?')} · {s.name}: {escape(issue)}",
+        console.print(f"  [yellow]•[/] {escape(_run_ref(run))} · {s.name}: {escape(issue)}",
                       highlight=False, soft_wrap=True)
     if len(issues) > 20:
         console.print(f"  … {len(issues) - 20} more issues (use --format json for all)")
+    for line in error_lines(runs):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if any(s.value is None and not s.error and s.name in registry.EXPECTATION_SCORERS for r in runs for s in r.scores):
         console.print(f"  skipped: {SKIPPED_HOW}", highlight=False, markup=False, soft_wrap=True)
     if any(s.value is None and not s.error and s.details.get("reason") == REASON_NO_TOOL_SCHEMAS
@@ -127,7 +217,8 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
                       f"not record the tools offered). {HOW_TO_SUPPLY_SCHEMAS}",
                       highlight=False, markup=False, soft_wrap=True)
     # soft_wrap: one line each in a CI log, where a grep for the summary or a score must find it
-    console.print(summary_line(runs, problems, fail_under), highlight=False, soft_wrap=True)
+    console.print(summary_line(runs, problems, fail_under, files=files, allow_errors=allow_errors),
+                  highlight=False, soft_wrap=True)
     for line in gate_lines(runs, fail_under):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
@@ -140,17 +231,11 @@ SKIPPED_HOW = (
 )
 
 
-def _short_trace(trace_id: str) -> str:
-    # 16 of 32 hex digits: enough to find the trace in a backend's search box, short enough to fit
-    return trace_id[:16] if trace_id else "—"
-
-
 def gate_lines(runs: Sequence[ScoredRun], fail_under: float | None, limit: int = 20) -> list[str]:
     """One line per score under the gate, naming trace, agent and score: why the exit status is 1."""
     failing = gate_failures(runs, fail_under)
     lines = [
-        f"  below --fail-under {fail_under:g}: trace {_short_trace(r.trajectory.trace_id)} "
-        f"{r.trajectory.agent_name or '(no agent span)'} · {s.name} = {s.value:g}"
+        f"  below --fail-under {fail_under:g}: {_run_ref(r)} · {s.name} = {s.value:g}"
         + (f" ({s.explanation})" if s.explanation else "")
         for r, s in failing[:limit]
     ]
@@ -171,8 +256,24 @@ def _issues(score: Score) -> list[str]:
     return out
 
 
-def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = None) -> None:
-    """One testcase per trajectory × scorer; a failing label or a value under the gate fails."""
+def _failure_type(score: Score, fail_under: float | None) -> str:
+    """A failing score's JUnit ``failure type``: its most severe issue's type (``hallucinated_content``,
+    ``schema_violation``...), else ``below_fail_under`` when the gate decided, else its label."""
+    issues = [issue for call in score.calls for issue in call.issues]
+    if issues:
+        return max(issues, key=lambda i: SEVERITY_ORDER.get(i.severity, -1)).type
+    if fail_under is not None and score.value is not None and score.value < fail_under:
+        return "below_fail_under"
+    return score.label or "fail"
+
+
+def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = None, *, files: int | None = None,
+          allow_errors: bool = False) -> None:
+    """One testcase per trajectory × scorer: a failing label or a value under the gate is a
+    ``<failure>`` typed by the issue found, a scorer's error an ``<error>`` typed by the error,
+    a score with nothing to judge ``<skipped>`` with why. A gate that fails on nothing (no run
+    read, no score judged) adds a testcase saying so, so that a CI server reading only the
+    report does not see an empty, green suite."""
     suite = ET.Element("testsuite", name="otel-toolscore")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for run in runs:
@@ -182,19 +283,30 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
             case = ET.SubElement(
                 suite, "testcase",
                 classname=_xml(f"{run.source}.{traj.agent_name or 'run'}"),
-                name=_xml(f"{s.name} [trace {traj.trace_id[:16]} span {traj.span_id}]"),
+                name=_xml(f"{s.name} [trace {traj.trace_id} span {traj.span_id}]"),
             )
             if s.error:
                 counts["errors"] += 1
-                ET.SubElement(case, "error", type=_xml(s.error), message=_xml(s.explanation or s.error))
+                error = ET.SubElement(case, "error", type=_xml(s.error), message=_xml(s.explanation or s.error))
+                error.text = _xml(json.dumps(s.details, indent=1, default=str)[:20_000])
             elif s.value is None:
                 counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=_xml(s.explanation or (s.label or "skipped")))
+                label = s.label or "skipped"
+                ET.SubElement(case, "skipped", message=_xml(f"{label}: {s.explanation}" if s.explanation else label))
             elif verdict(s, fail_under) == "fail":
                 counts["failures"] += 1
-                failure = ET.SubElement(case, "failure", type=_xml(s.label or "fail"),
+                failure = ET.SubElement(case, "failure", type=_xml(_failure_type(s, fail_under)),
                                         message=_xml(f"{s.name} = {s.value:g}: {s.explanation}"))
                 failure.text = _xml(json.dumps(s.details, indent=1, default=str)[:20_000])
+    reasons = gate_reasons(runs, fail_under, files=files, allow_errors=allow_errors)
+    if reasons and not counts["failures"] and not counts["errors"]:
+        # the gate fails on nothing (no run, every score skipped): without this testcase the suite
+        # would be empty or all skipped, which CI servers show green
+        counts["tests"] += 1
+        counts["failures"] += 1
+        case = ET.SubElement(suite, "testcase", classname="otel-toolscore", name=f"--fail-under {fail_under:g}")
+        ET.SubElement(case, "failure", type="no_runs" if not runs else "nothing_judged",
+                      message=_xml("; ".join(reasons)))
     for k, v in counts.items():
         suite.set(k, str(v))
     ET.indent(suite)
@@ -202,22 +314,28 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
     out.write("\n")
 
 
-def summary_line(runs: Sequence[ScoredRun], problems: int = 0, fail_under: float | None = None) -> str:
+def summary_line(runs: Sequence[ScoredRun], problems: int = 0, fail_under: float | None = None, *,
+                 files: int | None = None, allow_errors: bool = False) -> str:
     """The one summary every format prints (under the table, on stderr beside JSON lines or
     JUnit XML): runs, and scores by ``verdict``, which the JUnit report and the exit status use
-    too; the gate part says how many scores fail it (exit 1)."""
+    too; the gate part says whether it passed and, if not, why (``gate_reasons``: exit 1).
+    ``files``: how many inputs were read (default: those the runs came from)."""
     scores = [s for r in runs for s in r.scores]
-    counts = {"pass": 0, "fail": 0, "skipped": 0, "error": 0}
-    for s in scores:
-        counts[verdict(s, fail_under)] += 1
+    counts = _verdicts(scores, fail_under)
+    if files is None:
+        files = len({r.source for r in runs})
     parts = [
-        f"{len(runs)} runs from {len({r.source for r in runs})} file(s)",
+        f"{len(runs)} runs from {files} file(s)",
         f"{len(scores)} scores: {counts['pass']} passed, {counts['fail']} failed, "
         f"{counts['skipped']} skipped, {counts['error']} errors",
     ]
     if fail_under is not None:
-        below = counts["fail"]
-        parts.append(f"--fail-under {fail_under:g}: " + (f"{below} below, exit 1" if below else "passed"))
+        reasons = gate_reasons(runs, fail_under, files=files, allow_errors=allow_errors)
+        if reasons:
+            parts.append(f"--fail-under {fail_under:g}: failed, exit 1: " + "; ".join(reasons))
+        else:
+            allowed = f" ({_count(counts['error'], 'error')} allowed)" if counts["error"] else ""
+            parts.append(f"--fail-under {fail_under:g}: passed{allowed}")
     if problems:
         parts.append(f"{problems} input problems")
     return "otel-toolscore: " + "; ".join(parts)
