@@ -28,6 +28,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from otel_toolscore.scorers._facts import Fact, facts_of, unique_facts
@@ -51,9 +52,15 @@ class Unit:
     block: int
     #: the line that introduces the list the unit is an item of ("Here is the breakdown:")
     lead: str = ""
+    #: ``framed``, once asked
+    is_framed: bool | None = None
+    #: the facts extraction finds in it (``read``)
+    facts: tuple[Fact, ...] = ()
 
 
 def units(text: str) -> list[Unit]:
+    if "\n" not in text and "\\n" not in text and _SENTENCE_END.search(text) is None:
+        return [Unit(text.strip(), 0)] if text.strip() else []  # one line, one sentence
     out: list[Unit] = []
     block = -1
     item_indent: int | None = None  # the indent of the list item whose sub-items follow
@@ -111,9 +118,11 @@ _OPERATOR_SIGN = re.compile(r"\s[x×*]\s|[×÷]|\s[-−–+/]\s|[+=]")
 
 def framed(unit: Unit) -> bool:
     """The unit frames its amounts as derived: framing words (in it, or in the line that introduces
-    its list), or arithmetic written out."""
-    return (bool(_FRAMING.search(unit.text)) or bool(_OPERATOR_SIGN.search(unit.text))
-            or bool(unit.lead and _LEAD_FRAMING.search(unit.lead)))
+    its list), or arithmetic written out. Asked only of units with a claim that needs it."""
+    if unit.is_framed is None:
+        unit.is_framed = (bool(_FRAMING.search(unit.text)) or bool(_OPERATOR_SIGN.search(unit.text))
+                          or bool(unit.lead and _LEAD_FRAMING.search(unit.lead)))
+    return unit.is_framed
 
 
 _EXPR_TOKEN = re.compile(
@@ -316,47 +325,55 @@ class Record:
 
 
 class Records:
-    """The results' records by the (case-folded) ids that key them."""
+    """The results' records by the (case-folded) ids that key them: of the ``wanted`` ids only
+    (the ones an answer names), every id's with None."""
 
-    def __init__(self, values: Iterable[Any]) -> None:
+    def __init__(self, values: Iterable[Any], wanted: set[str] | None = None) -> None:
         self.by_id: dict[str, list[Record]] = {}
-        self._seen: set[int] = set()
-        for value in values:
-            self._add(value, 0)
+        stack: list[tuple[Any, int]] = [(value, 0) for value in values]
+        while stack:
+            value, depth = stack.pop()
+            if depth > 20:
+                continue
+            if type(value) is list:
+                stack.extend((item, depth + 1) for item in value[:2000])
+                continue
+            if type(value) is not dict:
+                continue
+            ids: list[str] = []
+            for key, item in value.items():
+                kind = type(item)
+                if kind is dict or kind is list:
+                    stack.append((item, depth + 1))
+                elif kind is str or kind is int:
+                    text = item if kind is str else str(item)
+                    if 3 <= len(text) <= 64:
+                        folded = text.casefold()
+                        if (wanted is None or folded in wanted) and _id_key(str(key)):
+                            ids.append(folded)
+            if ids:
+                record = Record(ids[0])
+                _fill(record, value, depth)
+                for key in dict.fromkeys(ids):
+                    self.by_id.setdefault(key, []).append(record)
 
-    def _add(self, value: Any, depth: int) -> None:
-        if depth > 20 or id(value) in self._seen:
-            return
-        if isinstance(value, list):
-            for item in value[:2000]:
-                self._add(item, depth + 1)
-            return
-        if not isinstance(value, dict):
-            return
-        self._seen.add(id(value))
-        ids = [str(v).casefold() for k, v in value.items()
-               if isinstance(v, (str, int)) and not isinstance(v, bool) and _ID_KEY.search(str(k))
-               and len(str(v)) >= 3]
-        if ids:
-            record = Record(ids[0])
-            self._fill(record, value, depth)
-            for key in dict.fromkeys(ids):
-                self.by_id.setdefault(key, []).append(record)
-        for item in value.values():
-            if isinstance(item, (dict, list)):
-                self._add(item, depth + 1)
 
-    def _fill(self, record: Record, value: Any, depth: int, key: str = "") -> None:
-        if depth > 20:
-            return
-        if isinstance(value, dict):
-            for k, item in value.items():
-                self._fill(record, item, depth + 1, str(k))
-        elif isinstance(value, list):
-            for item in value[:500]:
-                self._fill(record, item, depth + 1, key)
-        else:
-            record.add_leaf(key, value)
+@lru_cache(maxsize=1024)
+def _id_key(key: str) -> bool:
+    return _ID_KEY.search(key) is not None
+
+
+def _fill(record: Record, value: Any, depth: int, key: str = "") -> None:
+    if depth > 20:
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            _fill(record, item, depth + 1, str(k))
+    elif isinstance(value, list):
+        for item in value[:500]:
+            _fill(record, item, depth + 1, key)
+    else:
+        record.add_leaf(key, value)
 
 
 # --- the check -------------------------------------------------------------------------------
@@ -384,6 +401,8 @@ def _label_number(unit: str, fact: Fact) -> bool:
     if fact.kind != "number" or fact.unit is not None:
         return False
     at = unit.find(fact.text)
+    if at > 0 and unit[at - 1] not in (" ", "#", "."):
+        return False
     words = unit[max(0, at - 20):at].split() if at > 0 else []
     return bool(words) and words[-1].strip("*").lower() in _LABEL_WORDS
 
@@ -392,16 +411,25 @@ def compound_word(fact: Fact) -> bool:
     """"3G-only", "5G-preferred", "55-year-old": a word built on a short code or number, which an
     answer uses as a word, not an identifier it states."""
     text = fact.text
-    if fact.kind != "identifier" or "_" in text or "-" not in text:
+    if fact.kind != "identifier" or "-" not in text or "_" in text:
         return False
     parts = text.split("-")
     coded = [part for part in parts if any(ch.isdigit() for ch in part)]
     return len(coded) == 1 and len(coded[0]) <= 3 and all(p.isalpha() for p in parts if p not in coded)
 
 
+def read(text: str) -> list[Unit]:
+    """The answer's units, each with the facts extraction finds in it (the answer's facts are
+    those of its units: it is read once)."""
+    out = units(text)
+    for unit in out:
+        unit.facts = facts_of(unit.text)
+    return out
+
+
 def _range_end(unit: str, fact: Fact) -> bool:
     """``-27`` of "May 26-27" or "10-12": the end of a range, not a negative number."""
-    if fact.kind != "number" or not fact.text[:1] in "-−":
+    if fact.kind != "number" or fact.text[:1] not in ("-", "−"):
         return False
     at = unit.find(fact.text)
     return at > 0 and (unit[at - 1].isdigit() or unit[at - 1].isalpha())
@@ -418,82 +446,120 @@ _NEXT_OR_PREVIOUS_DAY = re.compile(
     re.I)
 
 
-@dataclass(slots=True)
 class Context:
-    """What the check asks of the run (each answered when first asked)."""
+    """What the check asks of the run (``tool_results`` answers each when first asked)."""
 
-    #: ``supports(fact, derived)``: a source says the fact (``derived``: or a total of their amounts)
-    supports: Callable[[Fact, bool], bool]
-    #: the sources hold facts of the fact's kind (a fact of a kind no source holds is not judged)
-    kind_known: Callable[[Fact], bool]
-    #: the answer's grounded amounts, for the totals it derives from them
-    add_amounts: Callable[[Iterable[float]], None]
-    #: the results' records
-    records: Callable[[], Records]
-    #: the facts of the user's messages
-    user_facts: Callable[[], list[Fact]]
-    #: the lengths of the lists the results hold (what a count may count)
-    list_lengths: Callable[[], set[int]]
-    #: the dates the sources hold
-    source_dates: Callable[[], set[tuple[int | None, int, int]]]
+    __slots__ = ()
+
+    def supports(self, fact: Fact, derived: bool) -> bool:
+        """A source says the fact (``derived``: or it is a total of their amounts)."""
+        raise NotImplementedError
+
+    def kind_known(self, fact: Fact) -> bool:
+        """The sources hold facts of the fact's kind (a fact of a kind no source holds is not judged)."""
+        raise NotImplementedError
+
+    def add_amounts(self, values: Iterable[float]) -> None:
+        """The answer's grounded amounts, for the totals it derives from them."""
+        raise NotImplementedError
+
+    def records(self, wanted: set[str]) -> Records:
+        """The results' records of the entities with these (case-folded) ids."""
+        raise NotImplementedError
+
+    def user_facts(self) -> list[Fact]:
+        """The facts of the user's messages."""
+        raise NotImplementedError
+
+    def list_lengths(self) -> set[int]:
+        """The lengths of the lists the results hold (what a count may count)."""
+        raise NotImplementedError
+
+    def source_dates(self) -> set[tuple[int | None, int, int]]:
+        """The dates the sources hold."""
+        raise NotImplementedError
 
 
 @dataclass(slots=True)
 class _Occurrence:
     unit: Unit
     fact: Fact
-    framed: bool
     written: list[Written]
     #: the text of the unit's block (a list item with its sub-items)
     block: str = ""
     #: the answer's amounts stated before this one, in order
     before: tuple[float, ...] = ()
 
+    @property
+    def framed(self) -> bool:
+        return framed(self.unit)
 
-def check(text: str, context: Context, max_claims: int = 500) -> tuple[list[Fact], list[Finding]]:
-    """The answer's claims (each once, in order) and the findings against them. A claim is
-    grounded when one of its occurrences is (an amount the answer derives once may be restated)."""
+
+def check(read_units: list[Unit], context: Context, max_claims: int = 500) -> tuple[list[Fact], list[Finding]]:
+    """The answer's claims (each once, in order) and the findings against them, the answer as
+    ``read`` gives it. A claim is grounded when one of its occurrences is (an amount the answer
+    derives once may be restated)."""
     claims: list[Fact] = []
     parsed: list[tuple[Unit, list[Fact], bool, list[Written]]] = []
-    for unit in units(text):
-        unit_facts = [f for f in facts_of(unit.text)
-                      if not (_range_end(unit.text, f) or _label_number(unit.text, f) or compound_word(f))]
-        unit_facts = [f for f in unit_facts if not f.minor] + counts(unit.text, unit_facts)
-        parsed.append((unit, unit_facts, framed(unit), written_expressions(unit.text, unit_facts)))
-        claims.extend(unit_facts)
+    seen: set[tuple[str, Any]] = set()
+    for unit in read_units:
+        text = unit.text
+        unit_facts = []
+        minor = []
+        for f in unit.facts:
+            kind = f.kind
+            if kind == "number":
+                if f.minor:
+                    minor.append(f)
+                    continue
+                if f.unit is None and (_range_end(text, f) or _label_number(text, f)):
+                    continue
+            elif kind == "identifier" and compound_word(f):
+                continue
+            unit_facts.append(f)
+        if minor:
+            unit_facts += counts(text, [f for f in minor if not (_range_end(text, f) or _label_number(text, f))])
+        written = written_expressions(text, unit_facts) if "=" in text else []
+        parsed.append((unit, unit_facts, False, written))
+        for f in unit_facts:
+            key = f.key
+            if key not in seen:
+                seen.add(key)
+                claims.append(f)
         if len(claims) > max_claims:
             break
-    claims = unique_facts(claims)[:max_claims]
-    checked = {f.key for f in claims}
-    occurrences: dict[tuple[str, Any], list[_Occurrence]] = {}
-    blocks: dict[int, list[str]] = {}
-    for unit, _, _, _ in parsed:
-        blocks.setdefault(unit.block, []).append(unit.text)
-    stated: list[float] = []
-    for unit, unit_facts, is_framed, written in parsed:
-        for fact in unit_facts:
-            if fact.key in checked:
-                occurrences.setdefault(fact.key, []).append(_Occurrence(
-                    unit, fact, is_framed, written, "\n".join(blocks[unit.block]), tuple(stated)))
-            if fact.kind == "money":
-                stated.append(round(abs(fact.value), 2))
+    claims = claims[:max_claims]
 
-    # 1. literal support: most claims restate a value
-    pending: dict[tuple[str, Any], list[_Occurrence]] = {}
+    # 1. literal support: most claims restate a value (and most answers need nothing more)
+    unsupported: set[tuple[str, Any]] = set()
     answer_amounts: set[float] = set()
     answer_numbers: set[float] = set()
-    for key, found in occurrences.items():
-        fact = found[0].fact
+    for fact in claims:
         if context.supports(fact, False):
             if fact.kind == "money":
                 answer_amounts.add(round(abs(fact.value), 2))
             elif fact.kind == "number" and fact.unit is None:
                 answer_numbers.add(fact.value)
-            continue
-        if context.kind_known(fact):
-            pending[key] = found
+        elif context.kind_known(fact):
+            unsupported.add(fact.key)
+    anchoring = _may_anchor(parsed)
+    occurrences: dict[tuple[str, Any], list[_Occurrence]] = {}
+    if unsupported or anchoring:
+        checked = {f.key for f in claims}
+        blocks: dict[int, list[str]] = {}
+        for unit, _, _, _ in parsed:
+            blocks.setdefault(unit.block, []).append(unit.text)
+        stated: list[float] = []
+        for unit, unit_facts, _, written in parsed:
+            for fact in unit_facts:
+                if fact.key in checked:
+                    occurrences.setdefault(fact.key, []).append(_Occurrence(
+                        unit, fact, written, "\n".join(blocks[unit.block]), tuple(stated)))
+                if fact.kind == "money":
+                    stated.append(round(abs(fact.value), 2))
+    pending = {key: occurrences[key] for key in occurrences if key in unsupported}
     findings: list[Finding] = []
-    anchored = _anchor(parsed, context, occurrences)
+    anchored = _anchor(anchoring, context, occurrences) if anchoring else []
     for finding in anchored:
         pending.pop(finding.fact.key, None)
         findings.append(finding)
@@ -550,6 +616,8 @@ def _derived(found: list[_Occurrence], context: Context, answer_amounts: set[flo
             if occurrence.framed and (
                     context.supports(fact, True) or _running_total(value, occurrence, context)):
                 return True
+            if _DIFFERENCE.search(occurrence.unit.text) and _difference_of(value, answer_amounts, context):
+                return True
         elif fact.kind == "number" and fact.unit is None:
             if int(fact.value) == fact.value and int(fact.value) in context.list_lengths():
                 return True
@@ -580,6 +648,18 @@ def stated_counts(text: str) -> set[int]:
         if 2 <= n <= 10:
             out.add(n)
     return out
+
+
+#: "the difference of $2,571": one amount the answer states, taken from one a source states
+_DIFFERENCE = re.compile(r"\b(?:difference|minus)\b", re.I)
+
+
+def _difference_of(value: float, amounts: set[float], context: Context) -> bool:
+    for stated in amounts:
+        for other in (round(value + stated, 2), round(stated - value, 2)):
+            if other > 0 and context.supports(Fact("money", other, f"{other}", decimals=2), False):
+                return True
+    return False
 
 
 def _visible(value: float, amounts: set[float]) -> bool:
@@ -618,9 +698,11 @@ def _running_total(value: float, occurrence: _Occurrence, context: Context) -> b
 def _entity_sum(value: float, occurrence: _Occurrence, context: Context) -> bool:
     """The block names several entities (or, framed, one): one value of each, added up (a fare of
     two flights), or that times a count."""
-    index = context.records()
     named = list(dict.fromkeys(
         f.value.lstrip("#") for f in facts_of(occurrence.block) if f.kind == "identifier"))
+    if not named:
+        return False
+    index = context.records(set(named))
     entities = [key for key in named if key in index.by_id][:_MAX_SUMMED_ENTITIES]
     if not entities or (len(entities) < 2 and not occurrence.framed):
         return False
@@ -657,20 +739,29 @@ def _days_between(days: int, dates: set[tuple[int | None, int, int]]) -> bool:
     return any(o + days in ordinals for o in ordinals)
 
 
-def _anchor(parsed: list[tuple[Unit, list[Fact], bool, list[Written]]], context: Context,
+_Parsed = tuple[Unit, list[Fact], bool, list["Written"]]
+
+
+def _may_anchor(parsed: list[_Parsed]) -> list[list[_Parsed]]:
+    """The blocks entity anchoring looks at: each names exactly one id, and states an amount, a
+    date or a time (the records are made only when one does)."""
+    if not any(f.kind == "identifier" for _, fs, _, _ in parsed for f in fs):
+        return []
+    blocks: dict[int, list[_Parsed]] = {}
+    for entry in parsed:
+        blocks.setdefault(entry[0].block, []).append(entry)
+    return [b for b in blocks.values()
+            if any(f.kind in _ANCHORED for _, fs, _, _ in b for f in fs)
+            and len({f.value.lstrip("#") for _, fs, _, _ in b for f in fs if f.kind == "identifier"}) == 1]
+
+
+def _anchor(candidates: list[list[_Parsed]], context: Context,
             occurrences: dict[tuple[str, Any], list[_Occurrence]]) -> list[Finding]:
     """Entity anchoring: in a block naming exactly one entity, its amounts, dates and times are
     that entity's (unless framed as derived, or the user's own values): a value its records do
     not hold, where they hold values of that kind, is the wrong entity's or none at all."""
-    blocks: dict[int, list[tuple[Unit, list[Fact], bool, list[Written]]]] = {}
-    for entry in parsed:
-        blocks.setdefault(entry[0].block, []).append(entry)
-    candidates = [b for b in blocks.values()
-                  if any(f.kind == "identifier" for _, fs, _, _ in b for f in fs)
-                  and any(f.kind in _ANCHORED for _, fs, framed_, _ in b for f in fs if not framed_)]
-    if not candidates:
-        return []
-    index = context.records()
+    index = context.records({f.value.lstrip("#") for b in candidates for _, fs, _, _ in b for f in fs
+                             if f.kind == "identifier"})
     if not index.by_id:
         return []
     user: list[Fact] | None = None
@@ -682,8 +773,8 @@ def _anchor(parsed: list[tuple[Unit, list[Fact], bool, list[Written]]], context:
         if len(entities) != 1:
             continue
         merged = index.by_id[entities[0]]
-        for unit, unit_facts, is_framed, written in block:
-            if is_framed:
+        for unit, unit_facts, _, written in block:
+            if framed(unit):
                 continue
             operands = {round(n, 2) for w in written for n in w.operands} | {round(w.value, 2) for w in written}
             for fact in unit_facts:

@@ -136,21 +136,17 @@ _PERCENT_RE = re.compile(rf"{_LEAD_NUM}\s?(?:%|percent\b|per\s?cent\b|pct\b)", r
 _IDENT_SEP_RE = re.compile(
     r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]+(?:[-_][a-z0-9]+)+(?![\w-])", re.I
 )
+#: capitals then digits (``HAT018``); ``_IDENT_CODE_RE`` reads these and every other mix
 _IDENT_CAPS_RE = re.compile(r"[A-Z](?<![\w-][A-Z])[A-Z]+\d{3,}[A-Z0-9]*(?![\w-])")  # as _LEAD_NUM
 _IDENT_HASH_RE = re.compile(r"(?<![\w#])#\d{3,}\b")
 _HEX_RE = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])", re.I)
 # A code of capitals and digits mixed in any order (a booking reference ``8C8K4E``, an order id
 # ``W8855135`` or ``#W8855135``, a flight ``HAT018``): five characters or more, at least one of
 # each. Begun with a character class (searched in C), its start looked behind for.
-_IDENT_CODE_RE = re.compile(r"[#A-Z0-9](?<![\w#-][#A-Z0-9])[A-Z0-9]*(?![\w-])")
+_IDENT_CODE_RE = re.compile(r"[#A-Z0-9](?<![\w#-][#A-Z0-9])(?:(?<=[A-Z])[A-Z0-9]*\d|(?<=\d)[A-Z0-9]*[A-Z]|(?<=#)[A-Z0-9]+)"
+                            r"[A-Z0-9]*(?![\w-])")
 # A telephone number written with separators (``555-123-2002``, ``(555) 123-2002``, ``+1 555 123 2002``)
 _PHONE_RE = re.compile(r"(?<![\w+(])(?:\+?\d{1,3}[\s.-]?)?(?:\(\d{3}\)|\(?\d{3})[\s.-]?\d{3}[\s.-]\d{4}(?![\w-])")
-# A number introduced as an identifier: "ending in 1784", "order 1042", "reservation #4471",
-# "account number 55012": an id, grounded only as it appears (never by arithmetic)
-_ID_WORDS = (r"ending(?:\s+in)?|last\s+(?:four|4|digits)(?:\s+digits)?(?:\s+(?:of|are|is))?|"
-             r"(?:order|reservation|booking|confirmation|account|customer|ticket|invoice|case|member(?:ship)?|"
-             r"card|policy|line|tracking|reference|ref)(?:\s+(?:number|no\.?|id|#))?")
-_NUMERIC_ID_RE = re.compile(rf"\b(?:{_ID_WORDS})\s*[:#]?\s*#?(?P<digits>\d{{3,}})(?![\w.,/:-]*\d)(?![\w-])", re.I)
 
 # unit → dimension; longest spellings first so "km/h" wins over "km" and "m"
 _UNITS: dict[str, str] = {}
@@ -258,11 +254,6 @@ def _phone(match: re.Match[str]) -> Fact:
     if text.startswith("(") and ")" not in text:
         text = text[1:]
     return Fact("phone", digits[-10:], text)
-
-
-def _numeric_id(match: re.Match[str]) -> Fact:
-    # kept as "#<digits>": ``_grounding`` grounds such an id as (the end of) a digit run of a source
-    return Fact("identifier", "#" + match["digits"], match["digits"])
 
 
 def _iso_date(match: re.Match[str]) -> Fact | None:
@@ -393,12 +384,8 @@ _PIPELINE: tuple[
     (_MONEY_SUFFIX_RE, _money, True, _NO_NEED, (*_CURRENCY_CODE_PARTS, "dollar", "euro", "cent", "buck"), None),
     (_PERCENT_RE, _percent, True, ("%",), ("cent", "pct"), None),
     (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED, _SEP_GUARD),
-    (_IDENT_CAPS_RE, _identifier, True, _NO_NEED, _NO_NEED, _CAPS_GUARD),
     (_IDENT_CODE_RE, _code, True, _NO_NEED, _NO_NEED, _CODE_GUARD),
     (_IDENT_HASH_RE, _identifier, True, ("#",), _NO_NEED, _HASH_GUARD),
-    (_NUMERIC_ID_RE, _numeric_id, True, _NO_NEED, ("end", "last", "order", "reserv", "book", "confirm", "account",
-                                                    "customer", "ticket", "invoice", "case", "member", "card",
-                                                    "policy", "line", "track", "ref"), None),
     (_HEX_RE, _identifier, True, _NO_NEED, _NO_NEED, _HEX_GUARD),
     (_NUMBER_RE, _number, True, _NO_NEED, _NO_NEED, None),
 )

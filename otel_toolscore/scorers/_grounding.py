@@ -300,7 +300,8 @@ class Sources:
         if value != 0 and fact.unit in (None, *_CURRENCY_UNITS) and self.index.contains(_with_value(fact, -value)):
             return True
         magnitude = abs(value)
-        if fact.kind == "number" and magnitude.is_integer() and self._in_digit_runs(str(int(magnitude))):
+        # a number that may be (the end of) a reference ("ending in 2002", "order 1042"): read both ways
+        if fact.kind in ("number", "year") and magnitude.is_integer() and self._in_digit_runs(str(int(magnitude))):
             return True
         return derived and fact.kind != "percentage" and self._is_total(round(magnitude, 2))
 
@@ -466,7 +467,9 @@ class ClaimSources:
         self._quick_keys: set[tuple[str, Any, str | None]] = set()
         self._quick: FactIndex | None = None
         self._verdicts: dict[tuple[Fact, bool], tuple[bool, bool]] = {}
-        self._supported: dict[tuple[Fact, bool], bool] = {}
+        #: ``supports`` of each fact asked about, without and with arithmetic
+        self._supported: dict[Fact, bool] = {}
+        self._supported_derived: dict[Fact, bool] = {}
         self.complete = True
         self.amounts_cut = False
         self.own_leaves: list[list[Leaf] | None] = []
@@ -625,10 +628,10 @@ class ClaimSources:
     def supports(self, fact: Fact, derived: bool = False) -> bool:
         """A source says the fact (``derived``: or it is a total of their amounts), whatever kinds
         the results hold."""
-        key = (fact, derived)
-        known = self._supported.get(key)
+        cache = self._supported_derived if derived else self._supported
+        known = cache.get(fact)
         if known is None:
-            known = self._supported[key] = (
+            known = cache[fact] = (
                 (self._own_facts is not None and (self._stated(fact) or self._in_own(fact)))
                 or self.sources.supports(fact, derived))
         return known
@@ -652,7 +655,7 @@ class ClaimSources:
         self.sources.add_extra_amounts(values, stated=stated)
         self.sources.multipliers.update(multipliers)
         self._verdicts = {k: v for k, v in self._verdicts.items() if not k[1]}
-        self._supported = {k: v for k, v in self._supported.items() if not k[1]}
+        self._supported_derived = {}
 
     def _in_own(self, fact: Fact) -> bool:
         """The own results' facts support the fact, as the whole sources' index would."""

@@ -467,7 +467,7 @@ class Response:
     patterns, the content words, the index of its facts) is worked out when first asked: most
     answers never need the failure pattern, nor the words of a result worth fuzzy matching."""
 
-    __slots__ = ("text", "phrase", "facts", "claims", "ungrounded", "orphans", "findings",
+    __slots__ = ("text", "phrase", "facts", "claims", "ungrounded", "orphans", "findings", "units", "_sentences",
                  "_tokens", "_index", "_may_succeed", "_success", "_failure", "_found")
 
     def __init__(self, text: str, phrase: str, facts: tuple[Fact, ...], claims: tuple[Fact, ...]) -> None:
@@ -482,6 +482,9 @@ class Response:
         self.orphans: list[Fact] = []
         #: the claims nothing supports, with their evidence (``ground``)
         self.findings: list[Finding] = []
+        #: its sentences, list items and rows (``_answer.read``)
+        self.units: list[_answer.Unit] = []
+        self._sentences: list[str] | None = None
         self._tokens: frozenset[str] | None = None
         self._index: FactIndex | None = None
         self._may_succeed: bool | None = None
@@ -492,7 +495,8 @@ class Response:
     @classmethod
     def of(cls, text: str, limits: list[str] | None = None) -> Response:
         text = _examined(text, "response", limits)
-        facts = tuple(unique_facts(facts_of(text)))
+        units = _answer.read(text)
+        facts = tuple(unique_facts(units[0].facts if len(units) == 1 else (f for unit in units for f in unit.facts)))
         claims = [fact for fact in facts if not fact.minor]
         if len(claims) > _MAX_CLAIMS:
             # each claim is looked up in the sources: the first ones stand for the rest
@@ -500,7 +504,9 @@ class Response:
                 limits.append(f"response: only the first {_MAX_CLAIMS} of its {len(claims)} facts were checked "
                               "for grounding")
             claims = claims[:_MAX_CLAIMS]
-        return cls(text, norm_phrase(text), facts, tuple(claims))
+        response = cls(text, norm_phrase(text), facts, tuple(claims))
+        response.units = units
+        return response
 
     @property
     def tokens(self) -> frozenset[str]:
@@ -544,60 +550,8 @@ class Response:
         ``sources`` None: the check is skipped."""
         if sources is None:
             return
-        user: list[Fact] | None = None
-
-        def user_facts() -> list[Fact]:
-            nonlocal user
-            if user is None:
-                user = [f for text in _answer.iter_user_texts(trajectory) for f in facts_of(text)]
-            return user
-
-        multipliers = _answer.stated_counts(self.text)
-
-        def add_amounts(values: Iterable[float]) -> None:
-            money = [f.value for f in user_facts() if f.kind == "money"]
-            money += [f.value for f in instruction_facts if f.kind == "money"]
-            sources.add_extra_amounts(money)
-            sources.add_extra_amounts(values, stated=True, multipliers=multipliers)
-
-        instruction_facts = facts_of(trajectory.system_instructions) if trajectory.system_instructions else ()
-        asked_kinds: set[Kind] | None = None
-
-        def kind_known(fact: Fact) -> bool:
-            nonlocal asked_kinds
-            if sources.has_kind(fact):
-                return True
-            if asked_kinds is None:
-                asked_kinds = set(kinds_of([*user_facts(), *instruction_facts]))
-            return same_kind(asked_kinds, fact)
-
-        lengths: set[int] | None = None
-
-        def list_lengths() -> set[int]:
-            nonlocal lengths
-            if lengths is None:
-                lengths = _list_lengths(_result_values(trajectory))
-            return lengths
-
-        earlier: set[float] | None = None
-
-        def supports(fact: Fact, derived: bool) -> bool:
-            # an amount the agent worked out in an earlier answer may be restated (docs/scorers.md)
-            nonlocal earlier
-            if sources.supports(fact, derived):
-                return True
-            if fact.kind != "money":
-                return False
-            if earlier is None:
-                earlier = {round(abs(f.value), 2) for text in _answer.iter_assistant_texts(trajectory)
-                           for f in facts_of(text) if f.kind == "money"}
-            return round(abs(fact.value), 2) in earlier
-
-        context = _answer.Context(
-            supports=supports, kind_known=kind_known, add_amounts=add_amounts,
-            records=lambda: _answer.Records(_result_values(trajectory)), user_facts=user_facts,
-            list_lengths=list_lengths, source_dates=sources.dates)
-        claims, findings = _answer.check(self.text, context, _MAX_CLAIMS)
+        context = _Conversation(sources, trajectory, self.text)
+        claims, findings = _answer.check(self.units, context, _MAX_CLAIMS)
         self.claims = tuple(claims)
         self.findings = findings
         self.ungrounded = [finding.fact for finding in findings]
@@ -619,7 +573,9 @@ class Response:
         return False
 
     def sentences(self) -> list[str]:
-        return [s.strip() for s in _SENTENCE_SPLIT.split(self.text) if s and s.strip()]
+        if self._sentences is None:
+            self._sentences = [s.strip() for s in _SENTENCE_SPLIT.split(self.text) if s and s.strip()]
+        return self._sentences
 
     def sentence_of(self, fact: Fact) -> str:
         """The sentence that states the fact (the whole response when none holds it as written)."""
@@ -649,6 +605,72 @@ def _result_values(trajectory: Trajectory) -> Iterator[Any]:
                 if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
                     value = _parse(value) if len(value) <= _MAX_PARSE else None
                 yield value
+
+
+class _Conversation(_answer.Context):
+    """What ``_answer.check`` asks of the run, each answered when first asked: most answers only
+    ask ``supports`` of facts the run's own results state."""
+
+    __slots__ = ("_sources", "_trajectory", "_text", "_user", "_instructions", "_multipliers", "_asked_kinds",
+                 "_lengths", "_earlier")
+
+    def __init__(self, sources: ClaimSources, trajectory: Trajectory, text: str) -> None:
+        self._sources = sources
+        self._trajectory = trajectory
+        self._text = text
+        self._user: list[Fact] | None = None
+        self._instructions: tuple[Fact, ...] | None = None
+        self._multipliers: set[int] | None = None
+        self._asked_kinds: set[Kind] | None = None
+        self._lengths: set[int] | None = None
+        self._earlier: set[float] | None = None
+
+    def supports(self, fact: Fact, derived: bool) -> bool:
+        if self._sources.supports(fact, derived):
+            return True
+        if fact.kind != "money":
+            return False
+        # an amount the agent worked out in an earlier answer may be restated (docs/scorers.md)
+        if self._earlier is None:
+            self._earlier = {round(abs(f.value), 2) for text in _answer.iter_assistant_texts(self._trajectory)
+                             for f in facts_of(text) if f.kind == "money"}
+        return round(abs(fact.value), 2) in self._earlier
+
+    def user_facts(self) -> list[Fact]:
+        if self._user is None:
+            self._user = [f for text in _answer.iter_user_texts(self._trajectory) for f in facts_of(text)]
+        return self._user
+
+    def _instruction_facts(self) -> tuple[Fact, ...]:
+        if self._instructions is None:
+            system = self._trajectory.system_instructions
+            self._instructions = facts_of(system) if system else ()
+        return self._instructions
+
+    def add_amounts(self, values: Iterable[float]) -> None:
+        if self._multipliers is None:
+            self._multipliers = _answer.stated_counts(self._text)
+            money = [f.value for f in (*self.user_facts(), *self._instruction_facts()) if f.kind == "money"]
+            self._sources.add_extra_amounts(money)
+        self._sources.add_extra_amounts(values, stated=True, multipliers=self._multipliers)
+
+    def kind_known(self, fact: Fact) -> bool:
+        if self._sources.has_kind(fact):
+            return True
+        if self._asked_kinds is None:
+            self._asked_kinds = set(kinds_of([*self.user_facts(), *self._instruction_facts()]))
+        return same_kind(self._asked_kinds, fact)
+
+    def list_lengths(self) -> set[int]:
+        if self._lengths is None:
+            self._lengths = _list_lengths(_result_values(self._trajectory))
+        return self._lengths
+
+    def records(self, wanted: set[str]) -> _answer.Records:
+        return _answer.Records(_result_values(self._trajectory), wanted)
+
+    def source_dates(self) -> set[tuple[int | None, int, int]]:
+        return self._sources.dates()
 
 
 def _list_lengths(values: Iterable[Any]) -> set[int]:
@@ -1110,9 +1132,9 @@ def _contradiction(
     an empty result alone never contradicts. The result is asked first (after a cheap look at the
     response's words): the sentences are read only for a result that could contradict them."""
     # ``outcomes.failed``: the error, "nothing found" or a failure report (worked out once per run)
-    state = _state_of(value)
-    if (response.may_claim_success and (outcomes.failed[i] or state in _NEGATIVE_STATES)
+    if (response.may_claim_success and (outcomes.failed[i] or _state_of(value) in _NEGATIVE_STATES)
             and response.claims_success and not outcomes.retried_ok(i)):
+        state = _state_of(value)
         sentence = next((s for s in response.sentences() if _SUCCESS_RE.search(s) and not _FAILURE_RE.search(s)
                          and _speaks_about(s, call, i, outcomes)), None)
         if sentence is not None:
