@@ -119,6 +119,7 @@ def _sources(trajectory: Trajectory) -> tuple[Any, ...]:
 
 def _score(trajectory: Trajectory, scorer: tr.ToolResultVerification) -> tuple[Any, ...]:
     score = scorer.score(trajectory)
+    assert score.error is None, (score.error, score.explanation)
     return (score.value, score.label, score.explanation, json.dumps(score.details, default=repr),
             [r.to_dict() for r in score.call_results])
 

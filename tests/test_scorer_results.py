@@ -77,7 +77,9 @@ def test_summary() -> None:
     assert (
         summary["hallucinated_calls"] == 2
     )  # 55°F is invented; both weather results hold temperatures
-    assert summary["valid_calls"] == 0
+    # the made-up 55°F is one run-level issue, carried by the last call whose result holds a
+    # temperature (LA); NY is valid, the e-mail failed
+    assert summary["valid_calls"] == 1
     assert summary["integrated_calls"] == 2  # NY used; the failure admitted; LA unused
     assert summary["issues"] == sum(summary["issue_counts"].values())
     assert summary["issue_counts"]["error_result"] == 1
@@ -215,9 +217,20 @@ def test_a_converted_unit_is_not_invented() -> None:
     assert call_report(verify(invented))["ungrounded_facts"] == ["25°C"]
 
 
-def test_small_counts_are_not_hallucination_evidence() -> None:
-    trajectory = single({"temperature": "68°F", "count": 12}, "I found 3 readings; it's 68°F.")
+def test_list_numbering_and_ordinals_are_not_hallucination_evidence() -> None:
+    trajectory = single({"temperature": "68°F", "count": 12}, "1. Step 3 is done.\n2. Option 4: it's 68°F.")
     assert call_report(verify(trajectory))["hallucination_score"] == 0.0
+
+
+def test_a_small_number_that_counts_something_is_a_fact() -> None:
+    """docs/scorers.md: "3 bags" is a quantity; a count no source holds (no number, no list of
+    that length) is flagged, one that a result holds is not."""
+    counted = single({"temperature": "68°F", "readings": [61, 64, 68]}, "I found 3 readings; it's 68°F.")
+    assert "hallucinated_content" not in types_of(verify(counted))
+    invented = single({"temperature": "68°F", "readings": [61, 64, 68]}, "I found 7 readings; it's 68°F.")
+    assert verify(invented)["details"]["ungrounded_facts"] == ["7"]
+    labelled = single({"temperature": "68°F", "readings": [61, 64, 68]}, "- Readings: 7\n- Latest: 68°F")
+    assert verify(labelled)["details"]["ungrounded_facts"] == ["7"]
 
 
 def test_contradicts_response_failed_but_claims_success() -> None:
@@ -227,7 +240,11 @@ def test_contradicts_response_failed_but_claims_success() -> None:
     )
     result = verify(trajectory)
     assert set(types_of(result)) == {"error_result", "contradicts_response"}
-    assert call_report(result)["score"] == 0.0
+    # the contradiction is a run-level issue (carried by its call): the call's own score pays for
+    # the error, the run's for the contradiction
+    assert call_report(result)["score"] == 0.4
+    assert result["value"] == 0.0 and result["label"] == "fail"
+    assert [i["type"] for i in result["details"]["issues"]] == ["contradicts_response"]
     assert call_report(result)["integrated"] is False
 
 
@@ -497,25 +514,31 @@ _OUTCOME_ANSWERS = st.sampled_from([
 
 def _contradiction_the_long_way(call: Any, value: Any, error: str | None, response: Any, outcomes: Any,
                                 i: int) -> Any:
-    """``_contradiction`` as it was written before it asked the result first: the oracle."""
-    claims_only_success = response.claims_success and not response.claims_failure
-    if claims_only_success and not outcomes.retried_ok(i):
+    """``_contradiction`` written plainly, sentence by sentence, without asking the result first: the
+    oracle."""
+    for sentence in response.sentences():
+        success, failure = tr._SUCCESS_RE.search(sentence), tr._FAILURE_RE.search(sentence)
+        if not success or failure or not tr._speaks_about(sentence, call, i, outcomes) or outcomes.retried_ok(i):
+            continue
         if error is not None:
-            return tr._contradicts("the tool failed but the response claims success", response, error)
+            return tr._contradicts("the tool failed but the response claims success", sentence, error)
         if tr.reports_not_found(value):
-            return tr._contradicts("the result reports nothing found but the response claims success", response,
+            return tr._contradicts("the result reports nothing found but the response claims success", sentence,
                                    tr._shown(value))
         if tr.reports_failure(value):
-            return tr._contradicts("the tool reported a failure but the response claims success", response,
+            return tr._contradicts("the tool reported a failure but the response claims success", sentence,
                                    tr._shown(value))
         state = tr._state_of(value)
         if state in tr._NEGATIVE_STATES and i == outcomes.last_stateful and not tr._mentions(response, state):
-            return tr._contradicts(f"the result says {state!r} but the response claims success", response,
+            return tr._contradicts(f"the result says {state!r} but the response claims success", sentence,
                                    tr._shown(value))
-    if (error is None and tr.reports_success(value) and response.claims_failure and not response.claims_success
-            and not outcomes.later_failed(i)):
-        return tr._contradicts("the tool succeeded but the response says it failed", response, tr._shown(value),
-                               failure=True)
+        break  # the first success claim about the call decides
+    if error is None and tr.reports_success(value) and not outcomes.later_failed(i):
+        for sentence in response.sentences():
+            if (tr._FAILURE_RE.search(sentence) and not tr._SUCCESS_RE.search(sentence)
+                    and not tr._POLICY_REFUSAL.search(sentence) and tr._speaks_about(sentence, call, i, outcomes)):
+                return tr._contradicts("the tool succeeded but the response says it failed", sentence,
+                                       tr._shown(value))
     return None
 
 

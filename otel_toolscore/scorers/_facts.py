@@ -36,7 +36,7 @@ _MAX_CACHED_TEXT = 4_096
 # hashable by value like one, and never changed: facts are cached and shared between runs.
 @dataclass(slots=True, unsafe_hash=True)
 class Fact:
-    kind: str  # number, year, money, percentage, date, time, identifier, email, url
+    kind: str  # number, year, money, percentage, date, time, identifier, phone, email, url
     #: float for number/year/money/percentage; (y|None, m, d) for date; minutes for time;
     #: case-folded text otherwise
     value: Any
@@ -136,9 +136,17 @@ _PERCENT_RE = re.compile(rf"{_LEAD_NUM}\s?(?:%|percent\b|per\s?cent\b|pct\b)", r
 _IDENT_SEP_RE = re.compile(
     r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]+(?:[-_][a-z0-9]+)+(?![\w-])", re.I
 )
+#: capitals then digits (``HAT018``); ``_IDENT_CODE_RE`` reads these and every other mix
 _IDENT_CAPS_RE = re.compile(r"[A-Z](?<![\w-][A-Z])[A-Z]+\d{3,}[A-Z0-9]*(?![\w-])")  # as _LEAD_NUM
 _IDENT_HASH_RE = re.compile(r"(?<![\w#])#\d{3,}\b")
 _HEX_RE = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])", re.I)
+# A code of capitals and digits mixed in any order (a booking reference ``8C8K4E``, an order id
+# ``W8855135`` or ``#W8855135``, a flight ``HAT018``): five characters or more, at least one of
+# each. Begun with a character class (searched in C), its start looked behind for.
+_IDENT_CODE_RE = re.compile(r"[#A-Z0-9](?<![\w#-][#A-Z0-9])(?:(?<=[A-Z])[A-Z0-9]*\d|(?<=\d)[A-Z0-9]*[A-Z]|(?<=#)[A-Z0-9]+)"
+                            r"[A-Z0-9]*(?![\w-])")
+# A telephone number written with separators (``555-123-2002``, ``(555) 123-2002``, ``+1 555 123 2002``)
+_PHONE_RE = re.compile(r"(?<![\w+(])(?:\+?\d{1,3}[\s.-]?)?(?:\(\d{3}\)|\(?\d{3})[\s.-]?\d{3}[\s.-]\d{4}(?![\w-])")
 
 # unit → dimension; longest spellings first so "km/h" wins over "km" and "m"
 _UNITS: dict[str, str] = {}
@@ -226,9 +234,26 @@ _COMPOUND_RE = re.compile(r"\d{1,4}-[a-z]+", re.I)
 
 
 def _identifier(match: re.Match[str]) -> Fact | None:
-    if _COMPOUND_RE.fullmatch(match.group(0)):
+    text = match.group(0)
+    if _COMPOUND_RE.fullmatch(text):
         return None  # "24-hour", "3-day", "5-star": a number made an adjective, read as the number
     return Fact("identifier", match.group(0).casefold(), match.group(0))
+
+
+def _code(match: re.Match[str]) -> Fact | None:
+    raw = match.group(0)
+    body = raw.lstrip("#")
+    if len(body) < 5 or body.isdigit() or body.isalpha():
+        return None
+    return Fact("identifier", body.casefold(), raw)
+
+
+def _phone(match: re.Match[str]) -> Fact:
+    digits = "".join(ch for ch in match.group(0) if ch.isdigit())
+    text = match.group(0).strip()
+    if text.startswith("(") and ")" not in text:
+        text = text[1:]
+    return Fact("phone", digits[-10:], text)
 
 
 def _iso_date(match: re.Match[str]) -> Fact | None:
@@ -336,6 +361,8 @@ _HEX_GUARD = re.compile(r"[0-9a-fA-F]{7}")
 # ``.?`` each time; this one fails at most letters in one look behind (half the time on an answer)
 _AMPM_GUARD = re.compile(r"[aApP](?:(?<=\d[aApP])|(?<=\d.[aApP]))\.?.?[mM]", re.S)
 _SEP_GUARD = re.compile(r"[-_]\w")
+_CODE_GUARD = re.compile(r"[A-Z]\d|\d[A-Z]")
+_PHONE_GUARD = re.compile(r"\d{3}[\s.-]\d{4}")
 
 # (pattern, fact maker, needs a digit, needs one of these substrings, needs one of these in
 # the case-folded text, a guard the text must hold or None)
@@ -345,6 +372,7 @@ _PIPELINE: tuple[
     (_URL_RE, _url, False, ("://",), ("www.",), None),
     (_EMAIL_RE, _email, False, ("@",), _NO_NEED, None),
     (_UUID_RE, _identifier, False, ("-",), _NO_NEED, _UUID_GUARD),
+    (_PHONE_RE, _phone, True, _NO_NEED, _NO_NEED, _PHONE_GUARD),
     (_ISO_DATE_RE, _iso_date, True, ("-",), _NO_NEED, _ISO_DATE_GUARD),
     (_TEXT_DATE_MD_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),
     (_TEXT_DATE_DM_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),
@@ -356,7 +384,7 @@ _PIPELINE: tuple[
     (_MONEY_SUFFIX_RE, _money, True, _NO_NEED, (*_CURRENCY_CODE_PARTS, "dollar", "euro", "cent", "buck"), None),
     (_PERCENT_RE, _percent, True, ("%",), ("cent", "pct"), None),
     (_IDENT_SEP_RE, _identifier, True, ("-", "_"), _NO_NEED, _SEP_GUARD),
-    (_IDENT_CAPS_RE, _identifier, True, _NO_NEED, _NO_NEED, _CAPS_GUARD),
+    (_IDENT_CODE_RE, _code, True, _NO_NEED, _NO_NEED, _CODE_GUARD),
     (_IDENT_HASH_RE, _identifier, True, ("#",), _NO_NEED, _HASH_GUARD),
     (_HEX_RE, _identifier, True, _NO_NEED, _NO_NEED, _HEX_GUARD),
     (_NUMBER_RE, _number, True, _NO_NEED, _NO_NEED, None),

@@ -95,6 +95,13 @@ class Sources:
         self._amounts: set[float] = set()
         self._combined: set[float] | None = None
         self._own_combined: set[float] | None = None
+        self._results_combined: set[float] | None = None
+        #: amounts beside the results' that totals may use (``add_extra_amounts``), and those of
+        #: them that the answer states
+        self.extra_amounts: set[float] = set()
+        self.stated_amounts: set[float] = set()
+        #: the counts the answer states ("for 3 passengers"): what a sum may be multiplied by
+        self.multipliers: set[int] = set()
         self._budget = MAX_GROUNDING_VALUES
         #: more amounts than are combined into totals were given (``_MAX_OPERANDS`` each)
         self.amounts_cut = False
@@ -113,7 +120,7 @@ class Sources:
         #: number leaves indexed (indexing one again adds nothing)
         self._numbers: set[float] = set()
         #: ``verdict`` of each fact asked about
-        self._verdicts: dict[Fact, tuple[bool, bool]] = {}
+        self._verdicts: dict[tuple[Fact, bool], tuple[bool, bool]] = {}
         #: results added whole, by ``_shape``: (the value, own, leaves taken, the amounts
         #: ``_add_amounts`` was given, in order). A run's own results come again in the history of
         #: its later model requests, and adding one again changes only the budget and amounts.
@@ -241,7 +248,10 @@ class Sources:
                 own_kinds.add(_NUMBER_KIND)
         self._defer_numbers(numbers)
         if not ran_out:
-            found.extend(totals)  # a list's column totals (``walk``: none in a tuple or a string)
+            # a list's column totals (``walk``: none in a tuple or a string) first: a reservation's
+            # fare (its flights' prices added up) is kept when a long result has more amounts than
+            # are combined
+            found[:0] = totals
         self._add_amounts(found, own)
         if given is not None:
             given.extend(found)
@@ -264,15 +274,17 @@ class Sources:
                 self.amounts_cut = True
             else:
                 amounts.add(round(abs(float(value)), 2))
-        self._combined = self._own_combined = None
+        self._combined = self._own_combined = self._results_combined = None
 
     # -- support ---------------------------------------------------------------------------
 
-    def supports(self, fact: Fact) -> bool:
+    def supports(self, fact: Fact, derived: bool = False) -> bool:
+        """The sources say the fact (``derived``: or it is a total or difference of their amounts,
+        for an amount the answer frames as derived)."""
         if self.index.contains(fact):
             return True
         if fact.kind in _NUMERIC or fact.kind == "year":
-            return self._supports_number(fact)
+            return self._supports_number(fact, derived)
         if fact.kind == "identifier":
             digits = fact.value.lstrip("#")
             return digits.isdigit() and self._in_digit_runs(digits)
@@ -280,7 +292,7 @@ class Sources:
             return any(self.index.contains(_with_value(fact, reading)) for reading in _days_before(fact))
         return False
 
-    def _supports_number(self, fact: Fact) -> bool:
+    def _supports_number(self, fact: Fact, derived: bool) -> bool:
         value = fact.value
         if not isinstance(value, float) or not math.isfinite(value):
             return False
@@ -288,9 +300,10 @@ class Sources:
         if value != 0 and fact.unit in (None, *_CURRENCY_UNITS) and self.index.contains(_with_value(fact, -value)):
             return True
         magnitude = abs(value)
-        if fact.kind == "number" and magnitude.is_integer() and self._in_digit_runs(str(int(magnitude))):
+        # a number that may be (the end of) a reference ("ending in 2002", "order 1042"): read both ways
+        if fact.kind in ("number", "year") and magnitude.is_integer() and self._in_digit_runs(str(int(magnitude))):
             return True
-        return fact.kind != "percentage" and self._is_total(round(magnitude, 2))
+        return derived and fact.kind != "percentage" and self._is_total(round(magnitude, 2))
 
     def _is_overnight(self) -> bool:
         """A time in the sources is marked as the next day."""
@@ -305,28 +318,55 @@ class Sources:
         return digits in self._digit_runs or any(run.endswith(digits) for run in self._digit_runs)
 
     def _is_total(self, value: float) -> bool:
-        """A count times an amount, a sum or difference of two amounts, or of three of the
-        run's own: a total is computed from what the run found, perhaps with one earlier
-        figure (a balance, a price already paid)."""
-        if value <= MINOR_INT_LIMIT:
-            return False
-        own = self._own_amounts
+        """A sum or difference of two amounts of the conversation, a count times one of them; or,
+        of the run's own amounts (its results', the user's and the instructions' money, the
+        answer's grounded amounts: ``extra_amounts``), a count the answer states times a sum of
+        two, or a sum of two and one the answer states: a total is computed from what the run
+        found, perhaps with one earlier figure, and shows what it builds on."""
+        own = self._own_amounts | self.extra_amounts if self.extra_amounts else self._own_amounts
         if not own and not self._amounts:
             return False
-        for k in range(2, _MAX_COUNT + 1):
-            if round(value / k, 2) in own:
-                return True
-        pairs = self._pairs()
-        if value in pairs:
+        if value in self._pairs():
             return True
+        for k in range(2, _MAX_COUNT + 1):
+            part = round(value / k, 2)
+            if part in self._own_amounts or part in self._amounts or (
+                    k in self.multipliers and part in self.extra_amounts):
+                return True
         own_pairs = self._own_pairs()
-        return any(round(value - c, 2) in own_pairs or round(value + c, 2) in own_pairs for c in own)
+        if any(round(value / k, 2) in own_pairs for k in self.multipliers if k > 1):
+            return True
+        if any(round(value - c, 2) in own_pairs or round(value + c, 2) in own_pairs
+               or round(c - value, 2) in own_pairs for c in self.stated_amounts):
+            return True
+        # three of the run's own results' amounts (a fare of three flights)
+        results_pairs = self._results_pairs()
+        return any(round(value - c, 2) in results_pairs or round(value + c, 2) in results_pairs
+                   or round(c - value, 2) in results_pairs for c in self._own_amounts)
+
+    def _results_pairs(self) -> set[float]:
+        if self._results_combined is None:
+            own = sorted(self._own_amounts)
+            self._results_combined = {round(x, 2) for i, a in enumerate(own) for b in own[i:] for x in (a + b, b - a)}
+        return self._results_combined
 
     def _own_pairs(self) -> set[float]:
         if self._own_combined is None:
-            own = sorted(self._own_amounts)
+            own = sorted(self._own_amounts | self.extra_amounts)
             self._own_combined = {round(x, 2) for i, a in enumerate(own) for b in own[i:] for x in (a + b, b - a)}
         return self._own_combined
+
+    def add_extra_amounts(self, values: Iterable[float], *, stated: bool = False) -> None:
+        """Amounts that may be combined with the results' into a total: the user's and the
+        instructions' money, the answer's own grounded amounts (``stated``)."""
+        values = {round(abs(float(v)), 2) for v in values if math.isfinite(v)}
+        if stated:
+            self.stated_amounts |= values
+        new = values - self.extra_amounts
+        if new:
+            self.extra_amounts |= new
+            self._combined = self._own_combined = self._results_combined = None
+            self._verdicts = {k: v for k, v in self._verdicts.items() if not k[1]}
 
     def _pairs(self) -> set[float]:
         """Sums and differences of two amounts of the conversation's results."""
@@ -335,14 +375,15 @@ class Sources:
             self._combined = {round(x, 2) for i, a in enumerate(every) for b in every[i:] for x in (a + b, b - a)}
         return self._combined
 
-    def verdict(self, fact: Fact) -> tuple[bool, bool]:
+    def verdict(self, fact: Fact, derived: bool = False) -> tuple[bool, bool]:
         """(nothing supports the fact though the results hold facts of its kind, and no result of
         the run's own calls holds its kind). Kept per fact: with ``cross_turn`` each call's
         response repeats the later answers' facts, and the sources are the same for all."""
-        known = self._verdicts.get(fact)
+        key = (fact, derived)
+        known = self._verdicts.get(key)
         if known is None:
-            ungrounded = self.has_kind(fact) and not self.supports(fact)
-            known = self._verdicts[fact] = (ungrounded, ungrounded and not self.has_kind(fact, own=True))
+            ungrounded = self.has_kind(fact) and not self.supports(fact, derived)
+            known = self._verdicts[key] = (ungrounded, ungrounded and not self.has_kind(fact, own=True))
         return known
 
     def has_kind(self, fact: Fact, *, own: bool = False) -> bool:
@@ -425,7 +466,10 @@ class ClaimSources:
         self._own_facts: list[Fact] | None = None
         self._quick_keys: set[tuple[str, Any, str | None]] = set()
         self._quick: FactIndex | None = None
-        self._verdicts: dict[Fact, tuple[bool, bool]] = {}
+        self._verdicts: dict[tuple[Fact, bool], tuple[bool, bool]] = {}
+        #: ``supports`` of each fact asked about, without and with arithmetic
+        self._supported: dict[Fact, bool] = {}
+        self._supported_derived: dict[Fact, bool] = {}
         self.complete = True
         self.amounts_cut = False
         self.own_leaves: list[list[Leaf] | None] = []
@@ -571,14 +615,47 @@ class ClaimSources:
                 facts.append(_number_fact(number))
         return walked, given
 
-    def verdict(self, fact: Fact) -> tuple[bool, bool]:
+    def verdict(self, fact: Fact, derived: bool = False) -> tuple[bool, bool]:
         """``Sources.verdict``: a claim found among the own results' facts is supported."""
-        known = self._verdicts.get(fact)
+        key = (fact, derived)
+        known = self._verdicts.get(key)
         if known is None:
             known = ((False, False) if self._own_facts is not None and (self._stated(fact) or self._in_own(fact))
-                     else self.sources.verdict(fact))
-            self._verdicts[fact] = known
+                     else self.sources.verdict(fact, derived))
+            self._verdicts[key] = known
         return known
+
+    def supports(self, fact: Fact, derived: bool = False) -> bool:
+        """A source says the fact (``derived``: or it is a total of their amounts), whatever kinds
+        the results hold."""
+        cache = self._supported_derived if derived else self._supported
+        known = cache.get(fact)
+        if known is None:
+            known = cache[fact] = (
+                (self._own_facts is not None and (self._stated(fact) or self._in_own(fact)))
+                or self.sources.supports(fact, derived))
+        return known
+
+    def dates(self) -> set[tuple[int | None, int, int]]:
+        """Every date the sources hold (all indexed: asked only for a claim that needs it)."""
+        index = self.sources.index
+        _ = index.kinds  # indexes what was deferred
+        return index.dates
+
+    def supports_literal(self, fact: Fact) -> bool:
+        return self.supports(fact, False)
+
+    def has_kind(self, fact: Fact) -> bool:
+        """The tool results of the conversation hold facts of the fact's kind."""
+        return self.sources.has_kind(fact)
+
+    def add_extra_amounts(self, values: Iterable[float], *, stated: bool = False,
+                          multipliers: Iterable[int] = ()) -> None:
+        """``Sources.add_extra_amounts`` (the whole sources: a derived amount is looked for there)."""
+        self.sources.add_extra_amounts(values, stated=stated)
+        self.sources.multipliers.update(multipliers)
+        self._verdicts = {k: v for k, v in self._verdicts.items() if not k[1]}
+        self._supported_derived = {}
 
     def _in_own(self, fact: Fact) -> bool:
         """The own results' facts support the fact, as the whole sources' index would."""
@@ -714,12 +791,31 @@ def _leaf_of(leaf: str) -> tuple[tuple[Fact, ...], frozenset[Kind], tuple[float,
     """A string leaf's facts, their kinds, and the amounts written in it ("total price is 375"
     adds up like a JSON number)."""
     facts = facts_of(leaf) if leaf else ()
-    amounts = tuple(fact.value for fact in facts if fact.kind in ("money", "number")
-                    and fact.unit in _AMOUNT_UNITS and not fact.minor)
+    # money written in the text, or a number standing on its own ("total price is 375"): a number
+    # inside a token or a name ("13-inch", "Suite 501", "iPhone 15") is part of it, not an amount
+    amounts = tuple(fact.value for fact in facts if not fact.minor and (
+        (fact.kind == "money" and fact.unit in _AMOUNT_UNITS)
+        or (fact.kind == "number" and fact.unit is None and _standalone(leaf, fact.text))))
     return facts, kinds_of(facts), amounts
 
 
 _short_leaf = lru_cache(maxsize=8192)(_leaf_of)
+
+
+def _standalone(text: str, number: str) -> bool:
+    """The number stands as a word of its own: not hyphen-joined ("13-inch"), not after a
+    capitalised word that names it ("Suite 501"), not followed by letters."""
+    at = text.find(number)
+    if at < 0:
+        return False
+    end = at + len(number)
+    if end < len(text) and (text[end] == "-" or text[end].isalpha()):
+        return False
+    before = text[max(0, at - 30):at]
+    if before.endswith("-") and len(before) > 1 and before[-2].isalnum():
+        return False
+    words = before.split()
+    return not (before.endswith(" ") and words and words[-1][:1].isupper())
 
 
 #: what a string that holds JSON starts with, once stripped (``walk`` reads it as JSON)

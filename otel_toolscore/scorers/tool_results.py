@@ -52,7 +52,7 @@ import ast
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -68,6 +68,8 @@ from otel_toolscore.scorers._facts import (
     number_fact,
     unique_facts,
 )
+from otel_toolscore.scorers import _answer
+from otel_toolscore.scorers._answer import Finding
 from otel_toolscore.scorers._grounding import LEAF_DEPTH, MAX_GROUNDING_VALUES, ClaimSources, Leaf, same_kind
 from otel_toolscore.scorers._grounding import finite as _finite
 from otel_toolscore.scorers.base import (
@@ -466,7 +468,7 @@ class Response:
     patterns, the content words, the index of its facts) is worked out when first asked: most
     answers never need the failure pattern, nor the words of a result worth fuzzy matching."""
 
-    __slots__ = ("text", "phrase", "facts", "claims", "ungrounded", "orphans",
+    __slots__ = ("text", "phrase", "facts", "claims", "ungrounded", "orphans", "findings", "units", "_sentences",
                  "_tokens", "_index", "_may_succeed", "_success", "_failure", "_found")
 
     def __init__(self, text: str, phrase: str, facts: tuple[Fact, ...], claims: tuple[Fact, ...]) -> None:
@@ -479,6 +481,11 @@ class Response:
         self.ungrounded: list[Fact] = []
         #: ungrounded facts of a kind no result of the run's own calls holds (``ground``)
         self.orphans: list[Fact] = []
+        #: the claims nothing supports, with their evidence (``ground``)
+        self.findings: list[Finding] = []
+        #: its sentences, list items and rows (``_answer.read``)
+        self.units: list[_answer.Unit] = []
+        self._sentences: list[str] | None = None
         self._tokens: frozenset[str] | None = None
         self._index: FactIndex | None = None
         self._may_succeed: bool | None = None
@@ -489,7 +496,8 @@ class Response:
     @classmethod
     def of(cls, text: str, limits: list[str] | None = None) -> Response:
         text = _examined(text, "response", limits)
-        facts = tuple(unique_facts(facts_of(text)))
+        units = _answer.read(text)
+        facts = tuple(unique_facts(units[0].facts if len(units) == 1 else (f for unit in units for f in unit.facts)))
         claims = [fact for fact in facts if not fact.minor]
         if len(claims) > _MAX_CLAIMS:
             # each claim is looked up in the sources: the first ones stand for the rest
@@ -497,7 +505,9 @@ class Response:
                 limits.append(f"response: only the first {_MAX_CLAIMS} of its {len(claims)} facts were checked "
                               "for grounding")
             claims = claims[:_MAX_CLAIMS]
-        return cls(text, norm_phrase(text), facts, tuple(claims))
+        response = cls(text, norm_phrase(text), facts, tuple(claims))
+        response.units = units
+        return response
 
     @property
     def tokens(self) -> frozenset[str]:
@@ -536,13 +546,19 @@ class Response:
             self._found = _FOUND_RE.search(self.text) is not None
         return self._found
 
-    def ground(self, sources: ClaimSources | None, limits: list[str] | None = None) -> None:
-        """Find the claims nothing supports (``sources`` None: the check is skipped)."""
+    def ground(self, sources: ClaimSources | None, trajectory: Trajectory, limits: list[str] | None = None) -> None:
+        """Find the claims nothing supports, each read in its sentence or list item (``_answer``);
+        ``sources`` None: the check is skipped."""
         if sources is None:
             return
-        verdicts = [(fact, sources.verdict(fact)) for fact in self.claims]
-        self.ungrounded = [fact for fact, (ungrounded, _) in verdicts if ungrounded]
-        self.orphans = [fact for fact, (ungrounded, orphan) in verdicts if ungrounded and orphan]
+        context = _Conversation(sources, trajectory, self.text)
+        claims, findings = _answer.check(self.units, context, _MAX_CLAIMS)
+        self.claims = tuple(claims)
+        self.findings = findings
+        self.ungrounded = [finding.fact for finding in findings]
+        # of a kind no result of the run's own calls holds (restated from earlier turns): the last
+        # call's, for the per-call figures
+        self.orphans = [fact for fact in self.ungrounded if not sources.sources.has_kind(fact, own=True)]
 
     @property
     def available(self) -> bool:
@@ -558,7 +574,9 @@ class Response:
         return False
 
     def sentences(self) -> list[str]:
-        return [s.strip() for s in _SENTENCE_SPLIT.split(self.text) if s and s.strip()]
+        if self._sentences is None:
+            self._sentences = [s.strip() for s in _SENTENCE_SPLIT.split(self.text) if s and s.strip()]
+        return self._sentences
 
     def sentence_of(self, fact: Fact) -> str:
         """The sentence that states the fact (the whole response when none holds it as written)."""
@@ -570,6 +588,106 @@ class Response:
 
     def failure_sentence(self) -> str:
         return next((s for s in self.sentences() if _FAILURE_RE.search(s)), self.text)
+
+
+def _result_values(trajectory: Trajectory) -> Iterator[Any]:
+    """Every tool result of the conversation as a value: the run's own calls' and those the model
+    requests carry."""
+    for call in trajectory.tool_calls:
+        yield structured_result(call)[0]
+    seen: set[int] = set()
+    for llm in trajectory.llm_calls:
+        for message in llm.input_messages:
+            if id(message) in seen:
+                continue
+            seen.add(id(message))
+            for part in message.tool_results:
+                value = part.content
+                if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+                    value = _parse(value) if len(value) <= _MAX_PARSE else None
+                yield value
+
+
+class _Conversation(_answer.Context):
+    """What ``_answer.check`` asks of the run, each answered when first asked: most answers only
+    ask ``supports`` of facts the run's own results state."""
+
+    __slots__ = ("_sources", "_trajectory", "_text", "_user", "_instructions", "_multipliers", "_asked_kinds",
+                 "_lengths", "_earlier")
+
+    def __init__(self, sources: ClaimSources, trajectory: Trajectory, text: str) -> None:
+        self._sources = sources
+        self._trajectory = trajectory
+        self._text = text
+        self._user: list[Fact] | None = None
+        self._instructions: tuple[Fact, ...] | None = None
+        self._multipliers: set[int] | None = None
+        self._asked_kinds: set[Kind] | None = None
+        self._lengths: set[int] | None = None
+        self._earlier: set[float] | None = None
+
+    def supports(self, fact: Fact, derived: bool) -> bool:
+        if self._sources.supports(fact, derived):
+            return True
+        if fact.kind != "money":
+            return False
+        # an amount the agent worked out in an earlier answer may be restated (docs/scorers.md)
+        if self._earlier is None:
+            self._earlier = {round(abs(f.value), 2) for text in _answer.iter_assistant_texts(self._trajectory)
+                             for f in facts_of(text) if f.kind == "money"}
+        return round(abs(fact.value), 2) in self._earlier
+
+    def user_facts(self) -> list[Fact]:
+        if self._user is None:
+            self._user = [f for text in _answer.iter_user_texts(self._trajectory) for f in facts_of(text)]
+        return self._user
+
+    def _instruction_facts(self) -> tuple[Fact, ...]:
+        if self._instructions is None:
+            system = self._trajectory.system_instructions
+            self._instructions = facts_of(system) if system else ()
+        return self._instructions
+
+    def add_amounts(self, values: Iterable[float]) -> None:
+        if self._multipliers is None:
+            self._multipliers = _answer.stated_counts(self._text)
+            money = [f.value for f in (*self.user_facts(), *self._instruction_facts()) if f.kind == "money"]
+            self._sources.add_extra_amounts(money)
+        self._sources.add_extra_amounts(values, stated=True, multipliers=self._multipliers)
+
+    def kind_known(self, fact: Fact) -> bool:
+        if self._sources.has_kind(fact):
+            return True
+        if self._asked_kinds is None:
+            self._asked_kinds = set(kinds_of([*self.user_facts(), *self._instruction_facts()]))
+        return same_kind(self._asked_kinds, fact)
+
+    def list_lengths(self) -> set[int]:
+        if self._lengths is None:
+            self._lengths = _list_lengths(_result_values(self._trajectory))
+        return self._lengths
+
+    def records(self, wanted: set[str]) -> _answer.Records:
+        return _answer.Records(_result_values(self._trajectory), wanted)
+
+    def source_dates(self) -> set[tuple[int | None, int, int]]:
+        return self._sources.dates()
+
+
+def _list_lengths(values: Iterable[Any]) -> set[int]:
+    """The lengths of the lists the values hold, at any depth (what an answer's count may count)."""
+    lengths: set[int] = set()
+    stack = [(value, 0) for value in values]
+    while stack:
+        value, depth = stack.pop()
+        if depth > LEAF_DEPTH:
+            continue
+        if isinstance(value, list):
+            lengths.add(len(value))
+            stack.extend((item, depth + 1) for item in value[:1000])
+        elif isinstance(value, dict):
+            stack.extend((item, depth + 1) for item in value.values())
+    return lengths
 
 
 def final_response(trajectory: Trajectory, llms: list[LLMCall]) -> str:
@@ -621,16 +739,9 @@ class ToolResultVerification(Scorer):
 
     def _score(self, trajectory: Trajectory) -> Score:
         calls, call_positions, llms, llm_positions = step_positions(trajectory)
-        if not calls:
-            return Score.of_code(
-                name=self.name,
-                value=1.0,
-                label=LABEL_NO_TOOL_CALLS,
-                explanation="No tool calls, so no tool results to verify.",
-                details={"tool_calls": [], "summary": _summary([]), "response_available": False},
-                call_results=(),
-            )
         final = final_response(trajectory, llms)
+        if not calls:
+            return self._score_without_calls(trajectory, final)
         results = [structured_result(call) for call in calls]
         values = [value for value, _ in results]
         errors = [error_of(call, value) for call, value in zip(calls, values)]
@@ -655,7 +766,7 @@ class ToolResultVerification(Scorer):
             response = responses.get(text)
             if response is None:
                 response = responses[text] = Response.of(text, limits)
-                response.ground(sources if sources.complete else None, limits)
+                response.ground(sources if sources.complete else None, trajectory, limits)
             # no later model request could carry the result of a call that ends the run
             ends_run = (bool(llms) and position > last_llm) or call.name in self.handoff_tools
             # a fact of a kind no call of this run returned (restated from an earlier turn's
@@ -664,11 +775,64 @@ class ToolResultVerification(Scorer):
             leaves = sources.own_leaves[i] if i < len(sources.own_leaves) else None
             reports.append(self._check_call(call, results[i], errors[i], response, outcomes, i, ends_run, limits,
                                             orphans, leaves))
-        final_response_ = responses.get(self._response_text(final, llms, llm_positions, max(call_positions)))
+        findings = list({f.fact.key: f for r in responses.values() for f in r.findings}.values())
+        # the run-level issues are carried by a call, for outputs that read issues per call: a
+        # contradiction by the call it speaks about, a made-up fact by the last call whose result
+        # holds facts of its kind (else the run's last call)
+        carried: dict[int, list[Issue]] = {}
+        for finding in findings:
+            at = next((j for j in range(len(reports) - 1, -1, -1)
+                       if finding.fact.text in reports[j].ungrounded_facts), len(reports) - 1)
+            carried.setdefault(at, []).append(_hallucination_issue(finding))
+        for at, issues in carried.items():
+            reports[at] = replace(reports[at], issues=(*reports[at].issues, *issues))
         return self._summarise(
             reports, any(r.available for r in responses.values()), list(dict.fromkeys(limits)),
-            final_response_.ungrounded if final_response_ is not None else [],
+            [finding.fact for finding in findings],
+            facts_checked=max((len(r.claims) for r in responses.values()), default=0),
         )
+
+    def _score_without_calls(self, trajectory: Trajectory, final: str) -> Score:
+        """A run that made no call of its own: its answer is checked against the conversation (the
+        earlier turns' results, the user's messages, the instructions)."""
+        limits: list[str] = []
+        if not final.strip():
+            return Score.of_code(
+                name=self.name, value=None, label=LABEL_NO_ANSWER,
+                explanation="The run made no tool call and recorded no answer: nothing to verify.",
+                details={"tool_calls": [], "summary": _summary([]), "response_available": False, "issues": [],
+                         "facts_checked": 0, "ungrounded_facts": []},
+                call_results=())
+        sources = ClaimSources.of(trajectory, [], [], [])
+        response = Response.of(final, limits)
+        response.ground(sources if sources.complete else None, trajectory, limits)
+        issues = [_hallucination_issue(finding) for finding in response.findings]
+        details: dict[str, Any] = {
+            "tool_calls": [], "summary": _summary([]), "response_available": True,
+            "issues": [issue.to_dict() for issue in issues], "facts_checked": len(response.claims),
+            "ungrounded_facts": [finding.fact.text for finding in response.findings],
+        }
+        if not sources.complete:
+            limits.append(
+                "hallucination check skipped: the run's tool results and inputs are larger than what is indexed "
+                f"({MAX_GROUNDING_VALUES:,} values, {MAX_TEXT:,} characters per text)")
+        if limits:
+            details["limits"] = list(dict.fromkeys(limits))
+        if not response.claims:
+            return Score.of_code(
+                name=self.name, value=1.0, label=LABEL_NO_TOOL_CALLS,
+                explanation="No tool calls, and the answer states no fact to check.",
+                details=details, call_results=())
+        if not issues:
+            explanation = (f"No tool calls; the answer's {len(response.claims)} fact(s) are supported by the "
+                           "conversation.")
+        else:
+            lead = _evidence_lead_of(issues[0])
+            explanation = f"{lead} No tool calls; {len(issues)} fact(s) of the answer are unsupported."
+        return Score.of_code(
+            name=self.name, value=round(max(0.0, 1.0 - _RUN_ISSUE_WEIGHT * len(issues)), 2),
+            label=LABEL_FAIL if issues else LABEL_PASS, explanation=explanation, details=details,
+            call_results=())
 
     def _details_are_json(self, result: Score) -> bool:
         # This class's own details (a subclass may write others): counts, scores (rounded
@@ -773,20 +937,9 @@ class ToolResultVerification(Scorer):
             else:
                 integrated = has_result and not contradiction
         hallucinated = hallucination_score > self.hallucination_threshold
-        if ungrounded:
-            first = ungrounded[0]
-            listed = ", ".join(fact.text for fact in ungrounded)
-            issues.append(
-                Issue(
-                    "hallucinated_content",
-                    "high",
-                    f"the response states {listed}; no tool result, user message or instruction supports it: "
-                    f"'{clip(response.sentence_of(first), _LEAD_SENTENCE)}'",
-                    actual=[fact.text for fact in ungrounded],
-                    evidence={"fact": first.text, "sentence": clip(response.sentence_of(first), 300)},
-                )
-            )
-        score = penalised_score([issue.severity for issue in issues], SEVERITY_WEIGHTS) if issues else 1.0
+        # a contradiction is a run-level issue (the run's score pays for it), carried by its call
+        own = [issue.severity for issue in issues if issue.type not in RUN_ISSUES]
+        score = penalised_score(own, SEVERITY_WEIGHTS) if own else 1.0
         return VerifiedCall(
             index=i, call_id=call.id, name=call.name, span_id=call.span_id, score=score, issues=tuple(issues),
             hallucinated=hallucinated, hallucination_score=hallucination_score, integrated=integrated,
@@ -796,9 +949,11 @@ class ToolResultVerification(Scorer):
     # trajectory -------------------------------------------------------------------------------
 
     def _summarise(self, reports: list[VerifiedCall], response_available: bool,
-                   limits: list[str] | None = None, ungrounded: list[Fact] | None = None) -> Score:
+                   limits: list[str] | None = None, ungrounded: list[Fact] | None = None,
+                   facts_checked: int = 0) -> Score:
         summary = _summary(reports)
-        passed = summary["valid_calls"] == summary["total_calls"]
+        run_issues = [issue for report in reports for issue in report.issues if issue.type in RUN_ISSUES]
+        passed = summary["valid_calls"] == summary["total_calls"] and not run_issues
         counts = summary["issue_counts"]
         if counts:
             listed = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
@@ -819,13 +974,18 @@ class ToolResultVerification(Scorer):
             "summary": summary,
             "response_available": response_available,
             "ungrounded_facts": [fact.text for fact in ungrounded or []],
+            "facts_checked": facts_checked,
+            "issues": [issue.to_dict() for issue in run_issues],
         }
+        value = summary["average_score"]
+        if run_issues:
+            value = round(max(0.0, value - _RUN_ISSUE_WEIGHT * len(run_issues)), 2)
         if limits:
             explanation += " Large inputs were examined in part (details.limits)."
             details["limits"] = limits
         return Score.of_code(
             name=self.name,
-            value=summary["average_score"],
+            value=value,
             label=LABEL_PASS if passed else LABEL_FAIL,
             explanation=explanation,
             details=details,
@@ -861,6 +1021,40 @@ class VerifiedCall(CallResult):
 #: characters of the flagged sentence in the explanation: the lead must fit the attribute cap
 #: (``explanation_max_chars``, 256 by default) with the fact and the words around it
 _LEAD_SENTENCE = 150
+
+
+#: issues about the run's answer as a whole: each takes this off the run's score
+RUN_ISSUES = frozenset({"hallucinated_content", "contradicts_response"})
+_RUN_ISSUE_WEIGHT = SEVERITY_WEIGHTS["high"]
+LABEL_NO_ANSWER = "no_answer"
+_KIND_NAMES = {"money": "amount", "number": "quantity", "year": "date", "percentage": "quantity",
+               "phone": "identifier"}
+
+
+def _hallucination_issue(finding: Finding) -> Issue:
+    """A claim nothing supports, as the issue a person paged reads: the fact, its sentence, and
+    for a wrong entity's value the record it was held against."""
+    fact = finding.fact
+    sentence = clip(finding.sentence, _LEAD_SENTENCE)
+    if finding.reason == "arithmetic":
+        message = f"the arithmetic written does not give {fact.text}: '{sentence}'"
+        if finding.operands:
+            message += f" ({', '.join(finding.operands)}: no source states it)"
+    elif finding.reason == "entity":
+        message = f"{fact.text} is not what the results hold for {finding.entity}: '{sentence}'"
+    else:
+        message = f"the response states {fact.text}; no tool result, user message or instruction supports it: '{sentence}'"
+    evidence = {"fact": fact.text, "sentence": clip(finding.sentence, 300),
+                "kind": _KIND_NAMES.get(fact.kind, fact.kind), "reason": finding.reason}
+    if finding.entity is not None:
+        evidence["entity"] = finding.entity
+        evidence["record"] = clip(json.dumps(finding.record, default=str), 300)
+    return Issue("hallucinated_content", "high", message, actual=[fact.text, *finding.operands], evidence=evidence)
+
+
+def _evidence_lead_of(issue: Issue) -> str:
+    evidence = issue.evidence or {}
+    return f"States {evidence.get('fact')}, which no tool result supports: '{clip(evidence.get('sentence', ''), _LEAD_SENTENCE)}'."
 
 
 def _evidence_lead(reports: list[VerifiedCall]) -> str | None:
@@ -933,34 +1127,121 @@ def _state_of(value: Any) -> str | None:
 def _contradiction(
     call: ToolCall, value: Any, error: str | None, response: Response, outcomes: _Outcomes, i: int
 ) -> Issue | None:
-    """Explicit outcomes only (docs/scorers.md, tool_result_verification, "Issues"): an empty result alone never contradicts. The
-    result is asked first (after a cheap look at the response's words): the response's claims (two
-    long pattern searches) are read only for a result that could contradict them."""
+    """Claim by claim (docs/scorers.md, contradictions): each sentence that claims an action
+    succeeded (or failed) is held against the calls it speaks about only, by the action's verb,
+    the ids it names, or, for a claim naming neither, the run's last action. Explicit outcomes only:
+    an empty result alone never contradicts. The result is asked first (after a cheap look at the
+    response's words): the sentences are read only for a result that could contradict them."""
     # ``outcomes.failed``: the error, "nothing found" or a failure report (worked out once per run)
     if (response.may_claim_success and (outcomes.failed[i] or _state_of(value) in _NEGATIVE_STATES)
-            and response.claims_success and not response.claims_failure and not outcomes.retried_ok(i)):
-        if error is not None:
-            return _contradicts("the tool failed but the response claims success", response, error)
-        if reports_not_found(value):
-            return _contradicts("the result reports nothing found but the response claims success", response,
-                                _shown(value))
-        if reports_failure(value):
-            return _contradicts("the tool reported a failure but the response claims success", response,
-                                _shown(value))
+            and response.claims_success and not outcomes.retried_ok(i)):
         state = _state_of(value)
-        if state in _NEGATIVE_STATES and i == outcomes.last_stateful and not _mentions(response, state):
-            return _contradicts(f"the result says {state!r} but the response claims success", response,
-                                _shown(value))
-    if (
-        error is None
-        and reports_success(value)
-        and response.claims_failure
-        and not response.claims_success
-        and not outcomes.later_failed(i)
-    ):
-        return _contradicts("the tool succeeded but the response says it failed", response, _shown(value),
-                            failure=True)
+        sentence = next((s for s in response.sentences() if _SUCCESS_RE.search(s) and not _FAILURE_RE.search(s)
+                         and _speaks_about(s, call, i, outcomes)), None)
+        if sentence is not None:
+            if error is not None:
+                return _contradicts("the tool failed but the response claims success", sentence, error)
+            if reports_not_found(value):
+                return _contradicts("the result reports nothing found but the response claims success", sentence,
+                                    _shown(value))
+            if reports_failure(value):
+                return _contradicts("the tool reported a failure but the response claims success", sentence,
+                                    _shown(value))
+            if state in _NEGATIVE_STATES and i == outcomes.last_stateful and not _mentions(response, state):
+                return _contradicts(f"the result says {state!r} but the response claims success", sentence,
+                                    _shown(value))
+    if error is None and reports_success(value) and response.claims_failure and not outcomes.later_failed(i):
+        sentence = next((s for s in response.sentences() if _FAILURE_RE.search(s) and not _SUCCESS_RE.search(s)
+                         and not _POLICY_REFUSAL.search(s) and _speaks_about(s, call, i, outcomes)), None)
+        if sentence is not None:
+            return _contradicts("the tool succeeded but the response says it failed", sentence, _shown(value))
     return None
+
+
+#: "I can't cancel this booking because the policy ...": a refusal, not a claim about a tool
+_POLICY_REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|eligib\w*|allowed|permitted|rules?|not able to offer)\b", re.I)
+#: first words of look-up tools, and the words a claim of having looked something up uses
+_LOOKUP_VERBS = frozenset({"get", "search", "find", "lookup", "look", "list", "fetch", "check", "query", "read",
+                           "retrieve", "show", "describe", "view"})
+_LOOKUP_WORDS = frozenset({"found", "find", "located", "locate", "retrieved", "looked", "checked", "see", "pulled"})
+_IRREGULAR = {"sent": "send", "paid": "pay", "found": "find", "made": "make", "bought": "buy", "got": "get",
+              "put": "put", "set": "set", "built": "build", "kept": "keep", "held": "hold", "sold": "sell",
+              "left": "leave", "gave": "give", "given": "give", "taken": "take", "took": "take", "done": "do"}
+_GENERIC_SUCCESS = re.compile(r"\b(?:success(?:ful(?:ly)?)?|succeeded|all set|completed|processed|done|executed|"
+                              r"finished)\b", re.I)
+_WORD = re.compile(r"[A-Za-z][A-Za-z']+")
+#: words of tool names that say nothing of what a tool acts on
+_GENERIC_TOOL_WORDS = frozenset({"details", "detail", "info", "information", "data", "user", "users", "customer",
+                                 "customers", "item", "items", "record", "records", "request", "by", "for", "from",
+                                 "with", "all", "list", "tool", "function", "api", "status", "result", "results"})
+
+
+def _tool_words(name: str | None) -> list[str]:
+    return [w.lower() for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", name or "") if w]
+
+
+def _base(word: str) -> str:
+    word = word.lower()
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    for suffix in ("elled", "ed", "ing", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] if suffix != "elled" else word[:-5] + "el"
+    return word
+
+
+def _verb_matches(sentence: str, name: str | None) -> bool:
+    words = _tool_words(name)
+    if not words:
+        return False
+    verb = words[0]
+    said = [w.lower() for w in _WORD.findall(sentence)]
+    if verb in _LOOKUP_VERBS:
+        return any(w in _LOOKUP_WORDS for w in said)
+    stems = {_base(w) for w in said} | set(said)
+    return any(len(verb) >= 3 and (stem.startswith(verb[:4]) or verb.startswith(stem)) and len(stem) >= 3
+               for stem in stems)
+
+
+def _noun_matches(sentence: str, name: str | None) -> bool:
+    """The claim names what the tool acts on ("your booking" for ``get_booking``)."""
+    nouns = {_base(w) for w in _tool_words(name)[1:] if len(w) >= 4 and w not in _GENERIC_TOOL_WORDS}
+    return bool(nouns) and any(_base(w) in nouns for w in _WORD.findall(sentence))
+
+
+def _speaks_about(sentence: str, call: ToolCall, i: int, outcomes: _Outcomes) -> bool:
+    """The claim is about this call: its action's verb, an id of its arguments, what it acts on
+    (when the claim's verb is no other call's), or (a claim naming none of these) the run's last
+    action."""
+    if _verb_matches(sentence, call.name):
+        return True
+    folded = sentence.casefold()
+    ids = _argument_ids(call)
+    if ids and any(token in folded for token in ids):
+        return True
+    other_verb = any(_verb_matches(sentence, name) for j, name in enumerate(outcomes.names) if j != i)
+    if not other_verb and _noun_matches(sentence, call.name):
+        return True
+    if not _GENERIC_SUCCESS.search(sentence) and not _FAILURE_RE.search(sentence):
+        return False
+    # a claim that names no action of the run and no id: the last action it made
+    if other_verb or any(_noun_matches(sentence, name) for name in outcomes.names):
+        return False
+    actions = [j for j, name in enumerate(outcomes.names) if _tool_words(name)[:1] and
+               _tool_words(name)[0] not in _LOOKUP_VERBS]
+    return bool(actions) and actions[-1] == i
+
+
+def _argument_ids(call: ToolCall) -> list[str]:
+    """The values of the call's arguments that look like ids (what a claim may name it by)."""
+    out = []
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    for value in arguments.values():
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            text = str(value).casefold()
+            if len(text) >= 4 and any(ch.isdigit() for ch in text) and " " not in text:
+                out.append(text)
+    return out
 
 
 def _mentions(response: Response, state: str) -> bool:
@@ -969,11 +1250,10 @@ def _mentions(response: Response, state: str) -> bool:
     return any(token.startswith(stem) for token in response.phrase.split())
 
 
-def _contradicts(message: str, response: Response, result: str, failure: bool = False) -> Issue:
-    sentence = response.failure_sentence() if failure else response.success_sentence()
+def _contradicts(message: str, sentence: str, result: str) -> Issue:
     message = f"{message}: '{clip(sentence, _LEAD_SENTENCE)}'"
     return Issue("contradicts_response", "high", message, actual=result,
-                 evidence={"sentence": clip(sentence, 300), "result": clip(result)})
+                 evidence={"sentence": clip(sentence, 300), "result": clip(result), "kind": "claim"})
 
 
 def _shown(value: Any) -> str:
