@@ -26,12 +26,12 @@ import datetime
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from otel_toolscore.scorers._facts import Fact, facts_of, unique_facts
+from otel_toolscore.scorers._facts import Fact, facts_of
 
 #: kinds a record's value is compared in (entity anchoring)
 _ANCHORED = ("money", "date", "time")

@@ -57,6 +57,8 @@ from functools import lru_cache
 from typing import Any
 
 from otel_toolscore.conventions.parsing import nested_deeper_than
+from otel_toolscore.scorers import _answer
+from otel_toolscore.scorers._answer import Finding
 from otel_toolscore.scorers._common import clip, is_text_or_none, small_json, step_positions
 from otel_toolscore.scorers._facts import (
     MAX_TEXT,
@@ -68,8 +70,6 @@ from otel_toolscore.scorers._facts import (
     number_fact,
     unique_facts,
 )
-from otel_toolscore.scorers import _answer
-from otel_toolscore.scorers._answer import Finding
 from otel_toolscore.scorers._grounding import LEAF_DEPTH, MAX_GROUNDING_VALUES, ClaimSources, Leaf, same_kind
 from otel_toolscore.scorers._grounding import finite as _finite
 from otel_toolscore.scorers.base import (

@@ -15,7 +15,7 @@ import json
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +52,12 @@ def available() -> bool:
                for truth, _ in CORPORA.values())
 
 
-@lru_cache(maxsize=None)
+@cache
 def truth(corpus: str) -> dict[str, Any]:
     return _read_json(REALWORLD / CORPORA[corpus][0])  # type: ignore[no-any-return]
 
 
-@lru_cache(maxsize=None)
+@cache
 def mutation_file(corpus: str) -> dict[str, Any]:
     return _read_json(REALWORLD / CORPORA[corpus][1])  # type: ignore[no-any-return]
 
@@ -97,7 +97,7 @@ def conversation_runs(corpus: str, key: str) -> list[Run]:
             for i, t in enumerate(_top_runs(_doc(corpus, key)))]
 
 
-@lru_cache(maxsize=None)
+@cache
 def runs(corpus: str) -> tuple[Run, ...]:
     return tuple(run for key in sorted(truth(corpus)) for run in conversation_runs(corpus, key))
 

@@ -38,7 +38,8 @@ def runs() -> dict[str, corpus.Run]:
 
 def flags(trajectory: Trajectory, options: dict[str, Any] = OPTIONS) -> dict[str, Any]:
     score = ToolResultVerification(**options).score(trajectory)
-    issues = [i for c in score.details.get("tool_calls", []) for i in c["issues"] if i["type"] in _FLAGS]
+    # run-level issues: every one is in details.issues (a run without calls has no call to carry it)
+    issues = [i for i in score.details.get("issues", []) if i["type"] in _FLAGS]
     return {"issues": issues, "ungrounded": score.details.get("ungrounded_facts", []), "score": score}
 
 
