@@ -452,8 +452,12 @@ class Context:
     __slots__ = ()
 
     def supports(self, fact: Fact, derived: bool) -> bool:
-        """A source says the fact (``derived``: or it is a total of their amounts)."""
+        """A source says the fact (``derived``: or it is a total of their amounts), or the agent
+        stated the amount in an earlier answer."""
         raise NotImplementedError
+
+    #: ``supports`` of the sources alone, asked first of every claim: (fact, derived) -> bool
+    literal: Callable[[Fact, bool], bool]
 
     def kind_known(self, fact: Fact) -> bool:
         """The sources hold facts of the fact's kind (a fact of a kind no source holds is not judged)."""
@@ -502,6 +506,7 @@ def check(read_units: list[Unit], context: Context, max_claims: int = 500) -> tu
     claims: list[Fact] = []
     parsed: list[tuple[Unit, list[Fact], bool, list[Written]]] = []
     seen: set[tuple[str, Any]] = set()
+    has_id = False
     for unit in read_units:
         text = unit.text
         unit_facts = []
@@ -514,8 +519,10 @@ def check(read_units: list[Unit], context: Context, max_claims: int = 500) -> tu
                     continue
                 if f.unit is None and (_range_end(text, f) or _label_number(text, f)):
                     continue
-            elif kind == "identifier" and compound_word(f):
-                continue
+            elif kind == "identifier":
+                if compound_word(f):
+                    continue
+                has_id = True
             unit_facts.append(f)
         if minor:
             unit_facts += counts(text, [f for f in minor if not (_range_end(text, f) or _label_number(text, f))])
@@ -534,15 +541,16 @@ def check(read_units: list[Unit], context: Context, max_claims: int = 500) -> tu
     unsupported: set[tuple[str, Any]] = set()
     answer_amounts: set[float] = set()
     answer_numbers: set[float] = set()
+    literal = context.literal
     for fact in claims:
-        if context.supports(fact, False):
+        if literal(fact, False) or (fact.kind == "money" and context.supports(fact, False)):
             if fact.kind == "money":
                 answer_amounts.add(round(abs(fact.value), 2))
             elif fact.kind == "number" and fact.unit is None:
                 answer_numbers.add(fact.value)
         elif context.kind_known(fact):
             unsupported.add(fact.key)
-    anchoring = _may_anchor(parsed)
+    anchoring = _may_anchor(parsed) if has_id else []
     occurrences: dict[tuple[str, Any], list[_Occurrence]] = {}
     if unsupported or anchoring:
         checked = {f.key for f in claims}
@@ -745,8 +753,6 @@ _Parsed = tuple[Unit, list[Fact], bool, list["Written"]]
 def _may_anchor(parsed: list[_Parsed]) -> list[list[_Parsed]]:
     """The blocks entity anchoring looks at: each names exactly one id, and states an amount, a
     date or a time (the records are made only when one does)."""
-    if not any(f.kind == "identifier" for _, fs, _, _ in parsed for f in fs):
-        return []
     blocks: dict[int, list[_Parsed]] = {}
     for entry in parsed:
         blocks.setdefault(entry[0].block, []).append(entry)

@@ -613,10 +613,11 @@ class _Conversation(_answer.Context):
     ask ``supports`` of facts the run's own results state."""
 
     __slots__ = ("_sources", "_trajectory", "_text", "_user", "_instructions", "_multipliers", "_asked_kinds",
-                 "_lengths", "_earlier")
+                 "_lengths", "_earlier", "literal")
 
     def __init__(self, sources: ClaimSources, trajectory: Trajectory, text: str) -> None:
         self._sources = sources
+        self.literal = sources.supports
         self._trajectory = trajectory
         self._text = text
         self._user: list[Fact] | None = None
