@@ -167,7 +167,8 @@ _SUCCESS_RE = re.compile(
 _FAILED = rf"\s+(?:\w+\s+){{0,2}}?(?:{_DONE}|successful(?:ly)?|able|possible|work)\b"
 _FAILURE_RE = re.compile(
     rf"\b(?:n(?:ot|ever){_FAILED}"
-    r"|no(?:t\s+(?:be\s+|been\s+)?found\b|\s+(?:results?|matches|records?|data|information|entries|such)\b)"
+    r"|no(?:t\s+(?:be\s+|been\s+)?found\b|\s+(?:results?|matches|records?|data|information|entries|such)\b"
+    r"|\s+(?:\w+\s+){1,3}?(?:was|were|could\s+be|has\s+been|have\s+been)\s+(?:found|located|retrieved)\b)"
     r"|c(?:ould\s*not|ouldn't|an\s*not|annot|an't)\b"
     r"|un(?:able|successful(?:ly)?|fortunately)\b"
     r"|fa(?:iled|ils?|ilure)\b"
@@ -1087,6 +1088,7 @@ class _Outcomes:
     when a response claims an outcome, so worked out when first asked."""
 
     def __init__(self, calls: list[ToolCall], values: list[Any], errors: list[str | None]) -> None:
+        self.calls = calls
         self.names = [call.name for call in calls]
         self._values = values
         self._errors = errors
@@ -1214,12 +1216,15 @@ def _speaks_about(sentence: str, call: ToolCall, i: int, outcomes: _Outcomes) ->
     """The claim is about this call: its action's verb, an id of its arguments, what it acts on
     (when the claim's verb is no other call's), or (a claim naming none of these) the run's last
     action."""
-    if _verb_matches(sentence, call.name):
-        return True
     folded = sentence.casefold()
-    ids = _argument_ids(call)
+    ids = _call_ids(call)
     if ids and any(token in folded for token in ids):
         return True
+    if _verb_matches(sentence, call.name):
+        # the same action done twice (a look-up by e-mail, then by name): a claim that names the
+        # ids of another of those calls speaks about that one
+        return not any(_verb_matches(sentence, other.name) and any(token in folded for token in _call_ids(other))
+                       for j, other in enumerate(outcomes.calls) if j != i)
     other_verb = any(_verb_matches(sentence, name) for j, name in enumerate(outcomes.names) if j != i)
     if not other_verb and _noun_matches(sentence, call.name):
         return True
@@ -1233,14 +1238,17 @@ def _speaks_about(sentence: str, call: ToolCall, i: int, outcomes: _Outcomes) ->
     return bool(actions) and actions[-1] == i
 
 
-def _argument_ids(call: ToolCall) -> list[str]:
-    """The values of the call's arguments that look like ids (what a claim may name it by)."""
+def _call_ids(call: ToolCall) -> list[str]:
+    """The values of the call's arguments and the top of its result that look like ids or
+    addresses (what a claim may name it by)."""
     out = []
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
-    for value in arguments.values():
+    result = structured_result(call)[0]
+    values = [*arguments.values(), *(result.values() if isinstance(result, dict) else ())]
+    for value in values:
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             text = str(value).casefold()
-            if len(text) >= 4 and any(ch.isdigit() for ch in text) and " " not in text:
+            if 4 <= len(text) <= 64 and " " not in text and (any(ch.isdigit() for ch in text) or "@" in text):
                 out.append(text)
     return out
 

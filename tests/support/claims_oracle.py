@@ -22,6 +22,7 @@ FAILURE_RE = re.compile(
     r"|failure|unfortunately|wasn't able|weren't able)\b"
     r"|\b(?:an|the)\s+error\b|\berror\s+occurred\b|\bnot\s+(?:be\s+|been\s+)?found\b"
     r"|\bno\s+(?:results?|matches|records?|data|information|entries|such)\b"
+    r"|\bno\s+(?:\w+\s+){1,3}?(?:was|were|could\s+be|has\s+been|have\s+been)\s+(?:found|located|retrieved)\b"
     r"|\b(?:does\s*not|doesn't|do\s*not|don't|did\s*not|didn't)\s+exist\b",
     re.I,
 )
