@@ -29,12 +29,12 @@ def test_sample_table_fits_80_columns() -> None:
     proc = run(str(SAMPLE), env={"COLUMNS": "80", "PATH": "/usr/bin:/bin", "TERM": "dumb"})
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()
-    # (get_weather is wrapped in the narrow table; its unknown_tool issue lines are gone: SCORERS.md §2)
+    # (get_weather is wrapped in the narrow table; its unknown_tool issue lines are gone: docs/scorers.md, "No schema is no penalty")
     assert "tool-assistant" in out and "get_wea" in out and "send_email" in out
     table = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
     assert len(table) >= 8 and max(len(line) for line in table) <= 80
     # the lines under it are never hard-wrapped: one line each, which a grep of a CI log finds
-    # (tool_call_validation of the B and M1 runs is skipped: no tool schema recorded, SCORERS.md §2)
+    # (tool_call_validation of the B and M1 runs is skipped: no tool schema recorded, docs/scorers.md, "No schema is no penalty")
     assert "otel-toolscore: 5 runs from 1 file(s); 15 scores: 5 passed, 3 failed, 7 skipped, 0 errors" in out.splitlines()
 
 

@@ -188,7 +188,7 @@ def test_the_table_shows_the_whole_trace_id_then_service_and_agent_of_each_run(c
 
 
 def test_runs_without_tool_schemas_are_skipped_and_pass_the_gate() -> None:
-    """SCORERS.md §2: the openai-v2 (B) and Mastra (M1) runs record no offered tools and no
+    """docs/scorers.md, "No schema is no penalty": the openai-v2 (B) and Mastra (M1) runs record no offered tools and no
     schema: tool_call_validation is skipped (None, never 0.6), the gate does not count them, and
     the report says how to supply schemas."""
     args = [str(SAMPLE), "-s", "tool_call_validation", "--fail-under", "0.8"]

@@ -320,7 +320,7 @@ def _weather_run(result: str, arguments: str = '{"city": "Oslo"}', answer: str =
         span(2, "chat m", 1, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(
             [{"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}]),
             "gen_ai.output.messages": json.dumps([call]),
-            # the offered tool's schema: without one the call would be unchecked (SCORERS.md §2)
+            # the offered tool's schema: without one the call would be unchecked (docs/scorers.md, "No schema is no penalty")
             "gen_ai.tool.definitions": _WEATHER_TOOLS}, 1, trace=trace),
         span(3, "execute_tool get_weather", 1, {"gen_ai.operation.name": "execute_tool",
                                                 "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.id": "c1",

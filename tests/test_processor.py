@@ -60,7 +60,7 @@ def test_every_fixture_replayed_through_the_processor(path: Path) -> None:
     names = {r.attributes["gen_ai.evaluation.name"] for r in run_events}
     assert {"tool_call_validation", "tool_result_verification"} <= names
     # metrics: a histogram point per scored scorer, with low-cardinality attributes only; none for
-    # a skipped one (tool_call_validation of a stack that records no tool schema: SCORERS.md §2)
+    # a skipped one (tool_call_validation of a stack that records no tool schema: docs/scorers.md, "No schema is no penalty")
     points = p.metric_points("gen_ai.evaluation.score")
     validated = run.attributes.get("toolscore.tool_call_validation.score") is not None
     assert validated or run.attributes["toolscore.tool_call_validation.label"] == "skipped"

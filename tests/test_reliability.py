@@ -251,7 +251,7 @@ def test_a_scorer_raising_a_base_exception_is_an_error_score_and_the_worker_goes
     assert first.attributes["toolscore.raises.label"] == "error"
     assert first.attributes["toolscore.raises.error"] == expected
     assert "toolscore.raises.score" not in first.attributes  # a failure is never a 0
-    # the other scorer still ran (skipped: the run offers no tool definitions, SCORERS.md §2)
+    # the other scorer still ran (skipped: the run offers no tool definitions, docs/scorers.md, "No schema is no penalty")
     assert first.attributes["toolscore.tool_call_validation.label"] == "skipped"
     assert app.processor._worker.is_alive()
     app.run()

@@ -125,7 +125,7 @@ CLEAN = [(path, id_) for path, id_ in zip(FILES, IDS, strict=True) if path.stem 
 @pytest.mark.parametrize("path", [p for p, _ in CLEAN], ids=[i for _, i in CLEAN])
 def test_in_trace_tool_definitions_give_no_false_argument_issues(path: Path) -> None:
     """Without the schemas option the schemas come from the trace; where a stack records none
-    (B, D3, M1) the calls are unchecked (SCORERS.md §2: no schema is no penalty), never argument
+    (B, D3, M1) the calls are unchecked (docs/scorers.md, "No schema is no penalty"), never argument
     errors in a clean scenario."""
     score = ToolCallValidation().score(outermost(path))
     for report in score.details["tool_calls"]:

@@ -133,7 +133,7 @@ def test_tool_not_found_falls_back_to_the_requesting_llm_call() -> None:
 
 
 def test_unknown_tool_only_with_require_schemas() -> None:
-    # SCORERS.md §2 (rewritten for issue 28): no schema is no penalty, unknown_tool is opt-in
+    # docs/scorers.md, tool_call_validation (rewritten for issue 28): no schema is no penalty, unknown_tool is opt-in
     result = validate(one_call("mystery", {"a": 1}, {}), require_schemas=True)
     issue = issues_of(result)[0]
     assert (issue["type"], issue["severity"]) == ("unknown_tool", "medium")

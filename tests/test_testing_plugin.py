@@ -4,6 +4,8 @@ subprocess so the global tracer provider of each inner session is its own."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import os
 import re
 from importlib.metadata import entry_points
@@ -226,14 +228,17 @@ def test_plugin_in_a_fresh_project(pytester: pytest.Pytester) -> None:
     ])
     result.stdout.fnmatch_lines(["*toolscore: no agent run was captured: no span ended during the test*"])
     assert result.stdout.str().count("toolscore: no agent run was captured: no span ended during the test") == 2
-    result.stdout.fnmatch_lines([
-        "*AssertionError: tool_call_appropriateness is not at least 0.5 in 1 of 1 agent run(s):",
-        "*run 'weather-bot' (trace *, span *): tool_call_appropriateness could not be scored: error judge_unavailable",
-    ])
+    if importlib.util.find_spec("litellm") is not None:
+        result.stdout.fnmatch_lines([
+            "*AssertionError: tool_call_appropriateness is not at least 0.5 in 1 of 1 agent run(s):",
+            "*run 'weather-bot' (trace *, span *): tool_call_appropriateness could not be scored: error judge_unavailable",
+        ])
+        # failures point at the test's own line, not into the plugin
+        assert "otel_toolscore/testing.py" not in result.stdout.str()
+    else:  # the core install (scripts/test-pythons): the judge's test fails saying which extra it needs
+        result.stdout.fnmatch_lines(["*needs the 'judge' extra*"])
     # the whole trace id, which a backend's search finds
     assert re.search(r"run 'weather-bot' \(trace [0-9a-f]{32}, span [0-9a-f]{16}\)", result.stdout.str())
-    # failures point at the test's own line, not into the plugin
-    assert "otel_toolscore/testing.py" not in result.stdout.str()
 
 
 def test_plugin_joins_an_app_provider(pytester: pytest.Pytester) -> None:

@@ -1,4 +1,4 @@
-"""Issue 28, SCORERS.md §2: no schema is no penalty; schemas from the option, the offered
+"""Issue 28, docs/scorers.md, "No schema is no penalty"; schemas from the option, the offered
 definitions and the tool spans (Strands, OpenInference); schemas the app supplies
 (``otel_toolscore.tool_schemas``, a file, the setting); a stock openai-v2 app end to end."""
 
@@ -299,16 +299,18 @@ def test_cli_tool_schemas_file_turns_a_skipped_run_into_a_checked_one(tmp_path: 
     schemas = tmp_path / "schemas.yaml"
     schemas.write_text("search_web: {type: object, properties: {query: {type: string}}, required: [query]}\n")
 
-    def validation(*args: str) -> dict[str, Any]:
+    def validation(*args: str, gate: int = 0) -> dict[str, Any]:
         proc = subprocess.run([sys.executable, "-m", "otel_toolscore.cli", "score", str(trace), "--format", "json",
                                "-s", "tool_call_validation", "--fail-under", "0.8", *args],
                               capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr  # skipped or 1.0: neither fails the gate
+        assert proc.returncode == gate, proc.stderr
         (run,) = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
         (found,) = run["scores"]
         return found
 
-    assert validation()["label"] == "skipped"
+    # a skipped score is no failure, but a gate whose only score was skipped judged nothing: it
+    # fails, saying so (the gate never passes on nothing)
+    assert validation(gate=1)["label"] == "skipped"
     checked = validation("--tool-schemas", str(schemas))
     assert (checked["value"], checked["label"]) == (1.0, "pass")
     assert checked["details"]["tool_calls"][0]["schema_source"] == "option"

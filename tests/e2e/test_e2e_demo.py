@@ -23,7 +23,7 @@ CELLS = {
     "wrong_tool": ("0 fail", "1 pass", "1 pass"),
     "bad_arguments": ("1 pass", "0.3 fail", "1 pass"),
     "hallucinated": ("1 pass", "1 pass", "0.1 fail"),
-    "failing_tool": ("1 pass", "1 pass", "0.4 fail"),
+    "failing_tool": ("1 pass", "1 pass", "0 fail"),
 }
 # Blocks the import of openai in the demo process, as on a machine without the examples extra.
 WITHOUT_OPENAI = "import sys; sys.modules['openai'] = None; from otel_toolscore.cli import main; main()"
