@@ -5,7 +5,6 @@ subprocess so the global tracer provider of each inner session is its own."""
 from __future__ import annotations
 
 import importlib.util
-
 import os
 import re
 from importlib.metadata import entry_points
