@@ -40,6 +40,9 @@ _ANCHORED = ("money", "date", "time")
 
 _ITEM = re.compile(r"^(?P<indent>\s*)(?:[-*•+▪◦]|\d{1,2}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]*]*\s+(?=[A-Z*\"'(\[])")
+#: where ``_SENTENCE_END`` splits, begun with a character class (searched in C): a text without it
+#: is one sentence
+_SENTENCE_BREAK = re.compile(r"[.!?][\"')\]*]*\s+[A-Z*\"'(\[]")
 _TABLE_ROW = re.compile(r"^\s*\|")
 
 
@@ -59,7 +62,7 @@ class Unit:
 
 
 def units(text: str) -> list[Unit]:
-    if "\n" not in text and "\\n" not in text and _SENTENCE_END.search(text) is None:
+    if "\n" not in text and "\\n" not in text and _SENTENCE_BREAK.search(text) is None:
         return [Unit(text.strip(), 0)] if text.strip() else []  # one line, one sentence
     out: list[Unit] = []
     block = -1
@@ -753,6 +756,10 @@ _Parsed = tuple[Unit, list[Fact], bool, list["Written"]]
 def _may_anchor(parsed: list[_Parsed]) -> list[list[_Parsed]]:
     """The blocks entity anchoring looks at: each names exactly one id, and states an amount, a
     date or a time (the records are made only when one does)."""
+    if len(parsed) == 1:  # most answers: one sentence
+        facts = parsed[0][1]
+        return [parsed] if (len({f.value.lstrip("#") for f in facts if f.kind == "identifier"}) == 1
+                            and any(f.kind in _ANCHORED for f in facts)) else []
     blocks: dict[int, list[_Parsed]] = {}
     for entry in parsed:
         blocks.setdefault(entry[0].block, []).append(entry)

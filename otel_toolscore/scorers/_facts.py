@@ -36,7 +36,7 @@ _MAX_CACHED_TEXT = 4_096
 # hashable by value like one, and never changed: facts are cached and shared between runs.
 @dataclass(slots=True, unsafe_hash=True)
 class Fact:
-    kind: str  # number, year, money, percentage, date, time, identifier, phone, email, url
+    kind: str  # number, year, money, percentage, date, time, identifier, email, url
     #: float for number/year/money/percentage; (y|None, m, d) for date; minutes for time;
     #: case-folded text otherwise
     value: Any
@@ -145,8 +145,6 @@ _HEX_RE = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}
 # each. Begun with a character class (searched in C), its start looked behind for.
 _IDENT_CODE_RE = re.compile(r"[#A-Z0-9](?<![\w#-][#A-Z0-9])(?:(?<=[A-Z])[A-Z0-9]*\d|(?<=\d)[A-Z0-9]*[A-Z]|(?<=#)[A-Z0-9]+)"
                             r"[A-Z0-9]*(?![\w-])")
-# A telephone number written with separators (``555-123-2002``, ``(555) 123-2002``, ``+1 555 123 2002``)
-_PHONE_RE = re.compile(r"(?<![\w+(])(?:\+?\d{1,3}[\s.-]?)?(?:\(\d{3}\)|\(?\d{3})[\s.-]?\d{3}[\s.-]\d{4}(?![\w-])")
 
 # unit → dimension; longest spellings first so "km/h" wins over "km" and "m"
 _UNITS: dict[str, str] = {}
@@ -246,14 +244,6 @@ def _code(match: re.Match[str]) -> Fact | None:
     if len(body) < 5 or body.isdigit() or body.isalpha():
         return None
     return Fact("identifier", body.casefold(), raw)
-
-
-def _phone(match: re.Match[str]) -> Fact:
-    digits = "".join(ch for ch in match.group(0) if ch.isdigit())
-    text = match.group(0).strip()
-    if text.startswith("(") and ")" not in text:
-        text = text[1:]
-    return Fact("phone", digits[-10:], text)
 
 
 def _iso_date(match: re.Match[str]) -> Fact | None:
@@ -362,7 +352,7 @@ _HEX_GUARD = re.compile(r"[0-9a-fA-F]{7}")
 _AMPM_GUARD = re.compile(r"[aApP](?:(?<=\d[aApP])|(?<=\d.[aApP]))\.?.?[mM]", re.S)
 _SEP_GUARD = re.compile(r"[-_]\w")
 _CODE_GUARD = re.compile(r"[A-Z]\d|\d[A-Z]")
-_PHONE_GUARD = re.compile(r"\d{3}[\s.-]\d{4}")
+
 
 # (pattern, fact maker, needs a digit, needs one of these substrings, needs one of these in
 # the case-folded text, a guard the text must hold or None)
@@ -372,7 +362,6 @@ _PIPELINE: tuple[
     (_URL_RE, _url, False, ("://",), ("www.",), None),
     (_EMAIL_RE, _email, False, ("@",), _NO_NEED, None),
     (_UUID_RE, _identifier, False, ("-",), _NO_NEED, _UUID_GUARD),
-    (_PHONE_RE, _phone, True, _NO_NEED, _NO_NEED, _PHONE_GUARD),
     (_ISO_DATE_RE, _iso_date, True, ("-",), _NO_NEED, _ISO_DATE_GUARD),
     (_TEXT_DATE_MD_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),
     (_TEXT_DATE_DM_RE, _text_date, True, _NO_NEED, _MONTH_PREFIXES, None),

@@ -777,7 +777,9 @@ class ToolResultVerification(Scorer):
             leaves = sources.own_leaves[i] if i < len(sources.own_leaves) else None
             reports.append(self._check_call(call, results[i], errors[i], response, outcomes, i, ends_run, limits,
                                             orphans, leaves))
-        findings = list({f.fact.key: f for r in responses.values() for f in r.findings}.values())
+        findings = [f for r in responses.values() for f in r.findings]
+        if len(responses) > 1:
+            findings = list({f.fact.key: f for f in findings}.values())
         # the run-level issues are carried by a call, for outputs that read issues per call: a
         # contradiction by the call it speaks about, a made-up fact by the last call whose result
         # holds facts of its kind (else the run's last call)
@@ -940,8 +942,10 @@ class ToolResultVerification(Scorer):
                 integrated = has_result and not contradiction
         hallucinated = hallucination_score > self.hallucination_threshold
         # a contradiction is a run-level issue (the run's score pays for it), carried by its call
-        own = [issue.severity for issue in issues if issue.type not in RUN_ISSUES]
-        score = penalised_score(own, SEVERITY_WEIGHTS) if own else 1.0
+        score = 1.0
+        if issues:
+            own = [issue.severity for issue in issues if issue.type not in RUN_ISSUES]
+            score = penalised_score(own, SEVERITY_WEIGHTS) if own else 1.0
         return VerifiedCall(
             index=i, call_id=call.id, name=call.name, span_id=call.span_id, score=score, issues=tuple(issues),
             hallucinated=hallucinated, hallucination_score=hallucination_score, integrated=integrated,
@@ -1029,8 +1033,7 @@ _LEAD_SENTENCE = 150
 RUN_ISSUES = frozenset({"hallucinated_content", "contradicts_response"})
 _RUN_ISSUE_WEIGHT = SEVERITY_WEIGHTS["high"]
 LABEL_NO_ANSWER = "no_answer"
-_KIND_NAMES = {"money": "amount", "number": "quantity", "year": "date", "percentage": "quantity",
-               "phone": "identifier"}
+_KIND_NAMES = {"money": "amount", "number": "quantity", "year": "date", "percentage": "quantity"}
 
 
 def _hallucination_issue(finding: Finding) -> Issue:
