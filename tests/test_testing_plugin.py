@@ -226,7 +226,10 @@ def test_plugin_in_a_fresh_project(pytester: pytest.Pytester) -> None:
         "*tool_call_accuracy could not be scored (skipped)",
     ])
     result.stdout.fnmatch_lines(["*toolscore: no agent run was captured: no span ended during the test*"])
-    assert result.stdout.str().count("toolscore: no agent run was captured: no span ended during the test") == 2
+    # both tests that captured nothing fail saying so (pytest's summary repeats the message untruncated under CI)
+    for test in ("test_nothing_captured", "test_no_scores_from_nothing_captured"):
+        result.stdout.fnmatch_lines([f"*FAILED test_agent.py::{test} *"])
+    assert result.stdout.str().count("toolscore: no agent run was captured: no span ended during the test") >= 2
     if importlib.util.find_spec("litellm") is not None:
         result.stdout.fnmatch_lines([
             "*AssertionError: tool_call_appropriateness is not at least 0.5 in 1 of 1 agent run(s):",
