@@ -505,6 +505,7 @@ _OUTCOME_VALUES = st.sampled_from([
     "Error: payment method not found", "No results found", "Booking confirmed", "", None, [1, 2],
 ])
 _OUTCOME_ANSWERS = st.sampled_from([
+    "Here is your booking.", "I found 3 bookings.",
     "I've booked your flight.", "The booking was cancelled; I could not complete it.",
     "Unfortunately the payment failed.", "Your reservation has been confirmed successfully.",
     "The cancellation is complete and the email was sent.", "It is 72°F in Paris.", "",
@@ -539,11 +540,19 @@ def _contradiction_the_long_way(call: Any, value: Any, error: str | None, respon
                     and not tr._POLICY_REFUSAL.search(sentence) and tr._speaks_about(sentence, call, i, outcomes)):
                 return tr._contradicts("the tool succeeded but the response says it failed", sentence,
                                        tr._shown(value))
+    failed_lookup = tr._is_lookup(call.name) and (
+        error is not None or tr.reports_failure(value) or tr._explicitly_not_found(value))
+    if failed_lookup and not outcomes.retried_ok(i):
+        for sentence in response.sentences():
+            if (tr._FOUND_RE.search(sentence) and not tr._FAILURE_RE.search(sentence)
+                    and tr._found_about(sentence, call, i, outcomes)):
+                return tr._contradicts("the look-up failed but the response presents what it found", sentence,
+                                       error if error is not None else tr._shown(value))
     return None
 
 
 @settings(max_examples=1500, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["book", "pay"]), _OUTCOME_VALUES,
+@given(st.lists(st.tuples(st.sampled_from(["book", "pay", "get_booking", "search"]), _OUTCOME_VALUES,
                           st.sampled_from([None, None, "", "timeout"])), min_size=1, max_size=4),
        _OUTCOME_ANSWERS)
 def test_a_contradiction_is_what_asking_the_response_first_finds(

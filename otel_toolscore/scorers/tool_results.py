@@ -1161,7 +1161,43 @@ def _contradiction(
                          and not _POLICY_REFUSAL.search(s) and _speaks_about(s, call, i, outcomes)), None)
         if sentence is not None:
             return _contradicts("the tool succeeded but the response says it failed", sentence, _shown(value))
+    # a look-up that failed explicitly, and an answer presenting what it found ("Here is the report")
+    if (outcomes.failed[i] and response.claims_found and _is_lookup(call.name) and not outcomes.retried_ok(i)
+            and (error is not None or reports_failure(value) or _explicitly_not_found(value))):
+        sentence = next((s for s in response.sentences() if _FOUND_RE.search(s) and not _FAILURE_RE.search(s)
+                         and _found_about(s, call, i, outcomes)), None)
+        if sentence is not None:
+            return _contradicts("the look-up failed but the response presents what it found", sentence,
+                                error if error is not None else _shown(value))
     return None
+
+
+def _is_lookup(name: str | None) -> bool:
+    words = _tool_words(name)
+    return bool(words) and words[0] in _LOOKUP_VERBS
+
+
+def _explicitly_not_found(value: Any) -> bool:
+    """A result that says nothing was found (a status, ``found: false``, "not found" text), not one
+    that is merely empty."""
+    if isinstance(value, dict):
+        status = value.get("status")
+        return (isinstance(status, str) and status.strip().lower() in _NOT_FOUND_STATUSES) or \
+            value.get("found") is False or value.get("exists") is False
+    return isinstance(value, str) and len(value) <= 300 and bool(_NOT_FOUND_TEXT.search(value))
+
+
+def _found_about(sentence: str, call: ToolCall, i: int, outcomes: _Outcomes) -> bool:
+    """A claim of having found something is about this look-up: it names the call's ids or what it
+    looks up, or, naming no call's, it follows the run's last look-up."""
+    folded = sentence.casefold()
+    if any(token in folded for token in _call_ids(call)) or _noun_matches(sentence, call.name):
+        return True
+    if any(any(token in folded for token in _call_ids(other)) or _noun_matches(sentence, other.name)
+           for j, other in enumerate(outcomes.calls) if j != i):
+        return False
+    lookups = [j for j, name in enumerate(outcomes.names) if _is_lookup(name)]
+    return bool(lookups) and lookups[-1] == i
 
 
 #: "I can't cancel this booking because the policy ...": a refusal, not a claim about a tool
