@@ -1162,8 +1162,9 @@ def _contradiction(
         if sentence is not None:
             return _contradicts("the tool succeeded but the response says it failed", sentence, _shown(value))
     # a look-up that failed explicitly, and an answer presenting what it found ("Here is the report")
-    if (outcomes.failed[i] and response.claims_found and _is_lookup(call.name) and not outcomes.retried_ok(i)
-            and (error is not None or reports_failure(value) or _explicitly_not_found(value))):
+    if (error is not None and _is_lookup(call.name) and response.claims_found
+            or (error is None and _is_lookup(call.name) and (reports_failure(value) or _explicitly_not_found(value))
+                and response.claims_found)) and not outcomes.retried_ok(i):
         sentence = next((s for s in response.sentences() if _FOUND_RE.search(s) and not _FAILURE_RE.search(s)
                          and _found_about(s, call, i, outcomes)), None)
         if sentence is not None:
@@ -1172,6 +1173,7 @@ def _contradiction(
     return None
 
 
+@lru_cache(maxsize=1024)
 def _is_lookup(name: str | None) -> bool:
     words = _tool_words(name)
     return bool(words) and words[0] in _LOOKUP_VERBS
