@@ -360,3 +360,20 @@ def test_the_apps_garbage_collector_is_left_as_it_was_in_both_modes() -> None:
          "tune_gc(); print(gc.get_threshold()[0] == GC_GEN0 != 700, gc.get_freeze_count() > 0)"],
         capture_output=True, text=True, check=True)
     assert own.stdout.split() == ["True", "True"]
+
+
+def test_tool_schemas_cross_to_the_scoring_process() -> None:
+    """The compiled validators do not pickle: the scorer crosses without them, the child compiles
+    its own, and both modes check the arguments alike (issue 30)."""
+    schemas = {"get_weather": {"type": "object", "properties": {"city": {"type": "integer"}},
+                               "required": ["city"]}}
+    thread, process = Pipeline(scoring="thread", tool_schemas=schemas), Pipeline(scoring="process", tool_schemas=schemas)
+    try:
+        for p in (thread, process):
+            _replay_all(p, FILES)
+        scored = [a.attributes.get("toolscore.tool_call_validation.score") for a in _agents(process)]
+        assert any(score is not None and score < 1 for score in scored)  # the schema was applied in the child
+        assert _spans(process) == _spans(thread)
+    finally:
+        for p in (thread, process):
+            p.processor.shutdown()

@@ -370,6 +370,20 @@ class ToolCallValidation(Scorer):
         self.require_schemas = bool(require_schemas) and not self.allow_unknown_tools
         self.strict = bool(strict)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The compiled validators do not pickle (jsonschema keeps local functions) and are keyed by
+        # ids that a copy does not share: ``scoring="process"`` sends the scorer without them, and
+        # the scoring process compiles its own.
+        state = self.__dict__.copy()
+        state.pop("_compiled", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._compiled = {
+            id(spec): (spec, compile_schema(spec.schema)) for spec in self.specs.values() if spec.schema is not None
+        }
+
     @classmethod
     def from_options(cls, options: dict[str, Any], inputs: BuildInputs) -> ToolCallValidation:
         """The settings' tool schemas unless its options give its own."""
