@@ -820,27 +820,28 @@ def _same_value(fact: Fact, other: Fact) -> bool:
     return bool(fact.value == other.value)
 
 
+def history(trajectory: Any) -> Iterator[Any]:
+    """Each message the run's model requests carry, once (every request repeats the history
+    before it, as the same message objects)."""
+    seen: set[int] = set()
+    for llm in trajectory.llm_calls:
+        for message in llm.input_messages:
+            if id(message) not in seen:
+                seen.add(id(message))
+                yield message
+
+
 def iter_user_texts(trajectory: Any) -> Iterator[str]:
     """The user's messages of the conversation (and the run's input)."""
     if trajectory.input:
         yield trajectory.input
-    seen: set[int] = set()
-    for llm in trajectory.llm_calls:
-        for message in llm.input_messages:
-            if id(message) in seen:
-                continue
-            seen.add(id(message))
-            if message.role == "user" and message.content:
-                yield message.content
+    for message in history(trajectory):
+        if message.role == "user" and message.content:
+            yield message.content
 
 
 def iter_assistant_texts(trajectory: Any) -> Iterator[str]:
     """The agent's earlier answers that the model requests carry."""
-    seen: set[int] = set()
-    for llm in trajectory.llm_calls:
-        for message in llm.input_messages:
-            if id(message) in seen:
-                continue
-            seen.add(id(message))
-            if message.role in ("assistant", "model") and message.content:
-                yield message.content
+    for message in history(trajectory):
+        if message.role in ("assistant", "model") and message.content:
+            yield message.content

@@ -596,17 +596,12 @@ def _result_values(trajectory: Trajectory) -> Iterator[Any]:
     requests carry."""
     for call in trajectory.tool_calls:
         yield structured_result(call)[0]
-    seen: set[int] = set()
-    for llm in trajectory.llm_calls:
-        for message in llm.input_messages:
-            if id(message) in seen:
-                continue
-            seen.add(id(message))
-            for part in message.tool_results:
-                value = part.content
-                if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
-                    value = _parse(value) if len(value) <= _MAX_PARSE else None
-                yield value
+    for message in _answer.history(trajectory):
+        for part in message.tool_results:
+            value = part.content
+            if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+                value = _parse(value) if len(value) <= _MAX_PARSE else None
+            yield value
 
 
 class _Conversation(_answer.Context):

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import build_trajectories, read_otlp_json
 from otel_toolscore.trajectory import Trajectory
+from tests.realworld import corpora
 from tests.support.paths import REALWORLD
 
 ROOT = REALWORLD
@@ -75,15 +76,6 @@ def all_runs() -> list[Run]:
 
 
 def reading_mismatches(run: Run) -> list[str]:
-    """How the run as read differs from its truth (empty: read exactly)."""
-    t, want = run.trajectory, run.truth
-    out = []
-    got_calls = [(c.name, c.arguments) for c in t.tool_calls]
-    want_calls = [(c["name"], c["arguments"]) for c in want.get("tool_calls", [])]
-    if got_calls != want_calls:
-        out.append(f"calls {got_calls} != {want_calls}")
-    if t.input != want.get("user_message"):
-        out.append(f"input {t.input!r:.80} != {want.get('user_message')!r:.80}")
-    if (t.output or None) != want.get("final_text"):
-        out.append(f"output {t.output!r:.80} != {want.get('final_text')!r:.80}")
-    return out
+    """How the run as read differs from its truth (empty: read exactly): ``corpora``'s, for this
+    corpus's runs (they carry the same trajectory and truth)."""
+    return corpora.reading_mismatches(run)  # type: ignore[arg-type]
