@@ -157,6 +157,9 @@ def test_claim_driven_grounding_gives_the_full_index_verdicts_and_scores(
         texts = [trajectory.output or "", *(m.content or "" for s in trajectory.llm_calls for m in s.output_messages)]
         for fact in (f for text in texts for f in _facts.facts_of(text)):
             assert claimed.verdict(fact) == full.verdict(fact), fact
+            # what the answer's check asks: support whatever the kinds, and as a framed total
+            for derived in (False, True):
+                assert claimed.supports(fact, derived) == full.supports(fact, derived), (fact, derived)
         for leaves, value in zip(claimed.own_leaves, run[2]):
             assert leaves is None or tr.salient_values(value, leaves=leaves) == tr.salient_values(value)
         claim_driven = _score(trajectory, scorer)

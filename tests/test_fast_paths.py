@@ -481,7 +481,7 @@ _FAST_FORMS = [
     (_facts._MONEY_SUFFIX_RE, facts_oracle.MONEY_SUFFIX_RE),
     (_facts._MONEY_PREFIX_RE, facts_oracle.MONEY_PREFIX_RE),
     (_facts._CLOCK_RE, facts_oracle.CLOCK_RE),
-    (_facts._IDENT_CAPS_RE, facts_oracle.IDENT_CAPS_RE),
+    (_facts._IDENT_CODE_RE, facts_oracle.IDENT_CODE_RE),
     (tr._SEPARATORS, facts_oracle.SEPARATORS),
 ]
 _UNIT_PIECES = [*_facts._UNITS, "C$", "A$", "c$", "a$", "US$", "uS$", "U", "S", "Kelvin", " mph", " kg", "5 ", "-", "−",

@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from typing import Any
 
 import pytest
@@ -24,6 +23,15 @@ NOISE = ("Connection refused", "Failed to export", "Transient error", "Connectio
 
 AFTER = textwrap.dedent("""
     import threading
+    def tracing_only_app():
+        # the app's own set-up: a global TracerProvider exporting to an in-memory sink, nothing else
+        global app_provider
+        sink = InMemorySpanExporter()
+        app_provider = TracerProvider()
+        app_provider.add_span_processor(SimpleSpanProcessor(sink))
+        trace.set_tracer_provider(app_provider)
+        return sink
+
     def emit(result):
         print("RESULT " + json.dumps(result), flush=True)
 
@@ -53,15 +61,13 @@ AFTER = textwrap.dedent("""
 """)
 
 
-def _run(body: str, **env: str) -> tuple[subprocess.CompletedProcess[str], Any, float]:
+def _run(body: str, **env: str) -> tuple[subprocess.CompletedProcess[str], Any]:
     # the user's case: no OTEL_EXPORTER_OTLP_ENDPOINT, so an OTLP exporter would try localhost:4318
     base = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OTEL_TOOLSCORE_COMPLETION_GRACE": "0.05"}
-    started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", PRELUDE + AFTER + textwrap.dedent(body)], capture_output=True,
                           text=True, timeout=120, cwd=REPO, env={**base, **env})
-    elapsed = time.monotonic() - started
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    return proc, json.loads(lines[-1][len("RESULT "):]) if lines else None, elapsed
+    return proc, json.loads(lines[-1][len("RESULT "):]) if lines else None
 
 
 def _nowhere_lines(stderr: str) -> list[str]:
@@ -69,11 +75,8 @@ def _nowhere_lines(stderr: str) -> list[str]:
 
 
 def test_a_tracing_only_app_gets_no_meter_or_logger_provider_and_one_message() -> None:
-    proc, out, elapsed = _run("""
-        sink = InMemorySpanExporter()
-        app_provider = TracerProvider()
-        app_provider.add_span_processor(SimpleSpanProcessor(sink))
-        trace.set_tracer_provider(app_provider)
+    proc, out = _run("""
+        sink = tracing_only_app()
         before = [t.name for t in threading.enumerate()]
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"])
         for _ in range(3):
@@ -91,15 +94,11 @@ def test_a_tracing_only_app_gets_no_meter_or_logger_provider_and_one_message() -
     assert "no MeterProvider set and OTEL_METRICS_EXPORTER unset" in line
     assert "no LoggerProvider set and OTEL_LOGS_EXPORTER unset" in line
     assert not [n for n in NOISE if n in proc.stderr], proc.stderr
-    assert elapsed < 60, elapsed  # (the built providers' exporters retried for 7 s at exit)
 
 
 def test_a_tracing_only_app_gets_what_otel_logs_exporter_asks_for() -> None:
-    proc, out, _ = _run("""
-        sink = InMemorySpanExporter()
-        app_provider = TracerProvider()
-        app_provider.add_span_processor(SimpleSpanProcessor(sink))
-        trace.set_tracer_provider(app_provider)
+    proc, out = _run("""
+        sink = tracing_only_app()
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"])
         agent_run(trace.get_tracer("app"))
         emit(summary(processor, {"sink": sink}))
@@ -122,12 +121,9 @@ def _free_port() -> int:
 def test_otel_metrics_exporter_prometheus_serves_the_scores() -> None:
     pytest.importorskip("opentelemetry.exporter.prometheus", reason="the prometheus extra")
     port = _free_port()
-    proc, out, _ = _run(f"""
+    proc, out = _run(f"""
         import urllib.request
-        sink = InMemorySpanExporter()
-        app_provider = TracerProvider()
-        app_provider.add_span_processor(SimpleSpanProcessor(sink))
-        trace.set_tracer_provider(app_provider)
+        sink = tracing_only_app()
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"])
         agent_run(trace.get_tracer("app"))
         result = summary(processor, {{"sink": sink}})
@@ -145,7 +141,7 @@ def test_otel_metrics_exporter_prometheus_serves_the_scores() -> None:
 
 
 def test_install_before_the_apps_set_up() -> None:
-    proc, out, _ = _run("""
+    proc, out = _run("""
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"])
         early = trace.get_tracer("early")  # a tracer taken between install() and the app's set-up
         # the app's own set-up, after install(): one processor added before it is set global,
@@ -179,7 +175,7 @@ def test_install_before_the_apps_set_up() -> None:
 
 
 def test_install_before_a_tracing_only_set_up_creates_no_meter_or_logger_provider() -> None:
-    proc, out, _ = _run("""
+    proc, out = _run("""
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"])
         sink = InMemorySpanExporter()
         app_provider = TracerProvider()
@@ -197,7 +193,7 @@ def test_install_before_a_tracing_only_set_up_creates_no_meter_or_logger_provide
 
 
 def test_install_alone_is_the_whole_set_up_with_the_specs_defaults() -> None:
-    proc, out, _ = _run("""
+    proc, out = _run("""
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"])
         app_provider = trace.get_tracer_provider()
         agent_run(trace.get_tracer("app"))
@@ -210,13 +206,10 @@ def test_install_alone_is_the_whole_set_up_with_the_specs_defaults() -> None:
 
 
 def test_only_the_first_provider_set_after_install_is_let_through() -> None:
-    proc, out, _ = _run("""
+    proc, out = _run("""
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"], metrics=False, events=False)
-        sink = InMemorySpanExporter()
-        app_provider = TracerProvider()
-        app_provider.add_span_processor(SimpleSpanProcessor(sink))
-        trace.set_tracer_provider(app_provider)
+        sink = tracing_only_app()
         trace.set_tracer_provider(TracerProvider())  # refused, as the API refuses any second one
         agent_run(trace.get_tracer("app"))
         emit(summary(processor, {"sink": sink}))
@@ -228,7 +221,7 @@ def test_only_the_first_provider_set_after_install_is_let_through() -> None:
 
 
 def test_a_non_sdk_provider_set_after_install_wins_and_says_it_is_not_scored() -> None:
-    proc, out, _ = _run("""
+    proc, out = _run("""
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"], metrics=False, events=False)
         class VendorProvider(trace.TracerProvider):
@@ -244,7 +237,7 @@ def test_a_non_sdk_provider_set_after_install_wins_and_says_it_is_not_scored() -
 
 
 def test_runs_pending_at_exit_are_scored_before_the_providers_shut_down() -> None:
-    proc, out, _ = _run("""
+    proc, out = _run("""
         processor = otel_toolscore.install(scorers=["tool_call_accuracy"])
         tracer = trace.get_tracer("app")
         agent_run(tracer)

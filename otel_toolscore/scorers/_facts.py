@@ -136,8 +136,6 @@ _PERCENT_RE = re.compile(rf"{_LEAD_NUM}\s?(?:%|percent\b|per\s?cent\b|pct\b)", r
 _IDENT_SEP_RE = re.compile(
     r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]+(?:[-_][a-z0-9]+)+(?![\w-])", re.I
 )
-#: capitals then digits (``HAT018``); ``_IDENT_CODE_RE`` reads these and every other mix
-_IDENT_CAPS_RE = re.compile(r"[A-Z](?<![\w-][A-Z])[A-Z]+\d{3,}[A-Z0-9]*(?![\w-])")  # as _LEAD_NUM
 _IDENT_HASH_RE = re.compile(r"(?<![\w#])#\d{3,}\b")
 _HEX_RE = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])", re.I)
 # A code of capitals and digits mixed in any order (a booking reference ``8C8K4E``, an order id
@@ -343,7 +341,6 @@ _UUID_GUARD = re.compile(r"[0-9a-fA-F]{8}-")
 _ISO_DATE_GUARD = re.compile(r"\d{4}-\d")
 _SLASH_DATE_GUARD = re.compile(r"\d/\d")
 _CLOCK_GUARD = re.compile(r"\d:\d\d")
-_CAPS_GUARD = re.compile(r"[A-Z]{2}\d{3}")
 _HASH_GUARD = re.compile(r"#\d{3}")
 _HEX_GUARD = re.compile(r"[0-9a-fA-F]{7}")
 # "5pm", "5 p.m.": a, p and m have no other spelling under re.I. ``\d.?[aApP]\.?.?[mM]``, begun at

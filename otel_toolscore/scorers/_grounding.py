@@ -120,7 +120,7 @@ class Sources:
         #: number leaves indexed (indexing one again adds nothing)
         self._numbers: set[float] = set()
         #: ``verdict`` of each fact asked about
-        self._verdicts: dict[tuple[Fact, bool], tuple[bool, bool]] = {}
+        self._verdicts: dict[Fact, tuple[bool, bool]] = {}
         #: results added whole, by ``_shape``: (the value, own, leaves taken, the amounts
         #: ``_add_amounts`` was given, in order). A run's own results come again in the history of
         #: its later model requests, and adding one again changes only the budget and amounts.
@@ -345,15 +345,15 @@ class Sources:
                    or round(c - value, 2) in results_pairs for c in self._own_amounts)
 
     def _results_pairs(self) -> set[float]:
+        """Sums and differences of two amounts of the run's own results."""
         if self._results_combined is None:
-            own = sorted(self._own_amounts)
-            self._results_combined = {round(x, 2) for i, a in enumerate(own) for b in own[i:] for x in (a + b, b - a)}
+            self._results_combined = _pairs_of(self._own_amounts)
         return self._results_combined
 
     def _own_pairs(self) -> set[float]:
+        """Sums and differences of two of the run's own amounts and the extra ones."""
         if self._own_combined is None:
-            own = sorted(self._own_amounts | self.extra_amounts)
-            self._own_combined = {round(x, 2) for i, a in enumerate(own) for b in own[i:] for x in (a + b, b - a)}
+            self._own_combined = _pairs_of(self._own_amounts | self.extra_amounts)
         return self._own_combined
 
     def add_extra_amounts(self, values: Iterable[float], *, stated: bool = False) -> None:
@@ -366,24 +366,21 @@ class Sources:
         if new:
             self.extra_amounts |= new
             self._combined = self._own_combined = self._results_combined = None
-            self._verdicts = {k: v for k, v in self._verdicts.items() if not k[1]}
 
     def _pairs(self) -> set[float]:
         """Sums and differences of two amounts of the conversation's results."""
         if self._combined is None:
-            every = sorted(self._own_amounts | self._amounts)
-            self._combined = {round(x, 2) for i, a in enumerate(every) for b in every[i:] for x in (a + b, b - a)}
+            self._combined = _pairs_of(self._own_amounts | self._amounts)
         return self._combined
 
-    def verdict(self, fact: Fact, derived: bool = False) -> tuple[bool, bool]:
+    def verdict(self, fact: Fact) -> tuple[bool, bool]:
         """(nothing supports the fact though the results hold facts of its kind, and no result of
         the run's own calls holds its kind). Kept per fact: with ``cross_turn`` each call's
         response repeats the later answers' facts, and the sources are the same for all."""
-        key = (fact, derived)
-        known = self._verdicts.get(key)
+        known = self._verdicts.get(fact)
         if known is None:
-            ungrounded = self.has_kind(fact) and not self.supports(fact, derived)
-            known = self._verdicts[key] = (ungrounded, ungrounded and not self.has_kind(fact, own=True))
+            ungrounded = self.has_kind(fact) and not self.supports(fact)
+            known = self._verdicts[fact] = (ungrounded, ungrounded and not self.has_kind(fact, own=True))
         return known
 
     def has_kind(self, fact: Fact, *, own: bool = False) -> bool:
@@ -466,7 +463,7 @@ class ClaimSources:
         self._own_facts: list[Fact] | None = None
         self._quick_keys: set[tuple[str, Any, str | None]] = set()
         self._quick: FactIndex | None = None
-        self._verdicts: dict[tuple[Fact, bool], tuple[bool, bool]] = {}
+        self._verdicts: dict[Fact, tuple[bool, bool]] = {}
         #: ``supports`` of each fact asked about, without and with arithmetic
         self._supported: dict[Fact, bool] = {}
         self._supported_derived: dict[Fact, bool] = {}
@@ -615,14 +612,13 @@ class ClaimSources:
                 facts.append(_number_fact(number))
         return walked, given
 
-    def verdict(self, fact: Fact, derived: bool = False) -> tuple[bool, bool]:
+    def verdict(self, fact: Fact) -> tuple[bool, bool]:
         """``Sources.verdict``: a claim found among the own results' facts is supported."""
-        key = (fact, derived)
-        known = self._verdicts.get(key)
+        known = self._verdicts.get(fact)
         if known is None:
             known = ((False, False) if self._own_facts is not None and (self._stated(fact) or self._in_own(fact))
-                     else self.sources.verdict(fact, derived))
-            self._verdicts[key] = known
+                     else self.sources.verdict(fact))
+            self._verdicts[fact] = known
         return known
 
     def supports(self, fact: Fact, derived: bool = False) -> bool:
@@ -654,8 +650,7 @@ class ClaimSources:
         """``Sources.add_extra_amounts`` (the whole sources: a derived amount is looked for there)."""
         self.sources.add_extra_amounts(values, stated=stated)
         self.sources.multipliers.update(multipliers)
-        self._verdicts = {k: v for k, v in self._verdicts.items() if not k[1]}
-        self._supported_derived = {}
+        self._supported_derived = {}  # more operands: a derived "no" may turn "yes"
 
     def _in_own(self, fact: Fact) -> bool:
         """The own results' facts support the fact, as the whole sources' index would."""
@@ -702,6 +697,12 @@ def same_kind(kinds: set[Kind] | frozenset[Kind], fact: Fact) -> bool:
             and ("identifier", None) in kinds):
         return True
     return has_kind_in(kinds, fact)
+
+
+def _pairs_of(amounts: set[float]) -> set[float]:
+    """Every sum and difference (larger minus smaller) of two of the amounts, rounded to cents."""
+    ordered = sorted(amounts)
+    return {round(x, 2) for i, a in enumerate(ordered) for b in ordered[i:] for x in (a + b, b - a)}
 
 
 def _days_before(fact: Fact) -> list[Any]:

@@ -29,7 +29,7 @@ CLOCK_RE = re.compile(
     r"(?:\s?(?P<ap>[ap])\.?\s?m\b\.?)?(?![\d:])",
     re.I,
 )
-IDENT_CAPS_RE = re.compile(r"(?<![\w-])[A-Z]{2,}\d{3,}[A-Z0-9]*(?![\w-])")
+IDENT_CODE_RE = re.compile(r"(?<![\w#-])(?:[A-Z][A-Z0-9]*\d|\d[A-Z0-9]*[A-Z]|#[A-Z0-9]+)[A-Z0-9]*(?![\w-])")
 SEPARATORS = re.compile(r"[\s_\-–—,;:!?()\[\]{}\"'`“”‘’*|/\\<>=+~^]+|\.(?=\s|$)")
 #: ``_facts._AMPM_GUARD``: a text holds a match of it exactly when it holds one of this
 AMPM_GUARD = re.compile(r"\d.?[aApP]\.?.?[mM]", re.S)
