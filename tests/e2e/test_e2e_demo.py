@@ -4,7 +4,6 @@ summary, and OTLP/JSON files that the rest of the tool chain reads back."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -30,13 +29,11 @@ WITHOUT_OPENAI = "import sys; sys.modules['openai'] = None; from otel_toolscore.
 
 
 def _demo(args: list[str], *, env_extra: dict[str, str] | None = None, code: str | None = None,
-          timeout: float = 120) -> tuple[str, float]:
-    started = time.monotonic()
+          timeout: float = 120) -> str:
     cmd = ["-c", code, "demo", *args] if code else ["-m", "otel_toolscore.cli", "demo", *args]
     result = run_python(cmd, clean_env(COLUMNS="120", **(env_extra or {})), timeout=timeout)
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout, elapsed
+    return result.stdout
 
 
 def _check_table(out: str) -> None:
@@ -84,8 +81,7 @@ def _check_files(out_dir: Path) -> None:
 
 def test_demo_with_real_instrumentation(tmp_path: Path) -> None:
     require_examples_extra()
-    out, elapsed = _demo(["--out", str(tmp_path / "out")])
-    assert elapsed < 45, f"the demo took {elapsed:.0f}s"
+    out = _demo(["--out", str(tmp_path / "out")])
     assert "opentelemetry-instrumentation-openai-v2" in out
     _check_table(out)
     _check_files(tmp_path / "out")
@@ -97,8 +93,7 @@ def test_demo_with_real_instrumentation(tmp_path: Path) -> None:
 
 
 def test_demo_with_core_dependencies_only(tmp_path: Path) -> None:
-    out, elapsed = _demo(["--out", str(tmp_path / "out")], code=WITHOUT_OPENAI)
-    assert elapsed < 45
+    out = _demo(["--out", str(tmp_path / "out")], code=WITHOUT_OPENAI)
     assert "built-in stdlib client" in out
     _check_table(out)
     _check_files(tmp_path / "out")
@@ -106,14 +101,14 @@ def test_demo_with_core_dependencies_only(tmp_path: Path) -> None:
 
 def test_demo_with_openinference(tmp_path: Path) -> None:
     require_examples_extra("openai", "openinference.instrumentation.openai")
-    out, _ = _demo(["--out", str(tmp_path / "out"), "--instrumentation", "openinference"])
+    out = _demo(["--out", str(tmp_path / "out"), "--instrumentation", "openinference"])
     assert "openinference-instrumentation-openai" in out
     _check_table(out)
 
 
 def test_demo_sends_to_an_otlp_endpoint(tmp_path: Path) -> None:
     with OtlpSink() as sink:
-        out, _ = _demo(["--out", str(tmp_path / "out"), "--otlp-endpoint", sink.url, "--instrumentation",
+        out = _demo(["--out", str(tmp_path / "out"), "--otlp-endpoint", sink.url, "--instrumentation",
                         "builtin"])
         traces, logs, metrics = sink.messages("traces"), sink.messages("logs"), sink.messages("metrics")
     assert traces and logs and metrics
@@ -132,7 +127,7 @@ def test_demo_reports_a_missing_phoenix(tmp_path: Path) -> None:
 def test_demo_with_phoenix(tmp_path: Path) -> None:
     if find_phoenix() is None:
         pytest.skip("Arize Phoenix is not installed (.ci/run installs it into .venv-phoenix)")
-    out, _ = _demo(["--out", str(tmp_path / "out"), "--phoenix", "--no-keep-running", "--instrumentation",
+    out = _demo(["--out", str(tmp_path / "out"), "--phoenix", "--no-keep-running", "--instrumentation",
                     "builtin"], timeout=240)
     assert "traces also in Phoenix: http://127.0.0.1:" in out
     assert (tmp_path / "out" / "phoenix" / "phoenix.db").is_file()
