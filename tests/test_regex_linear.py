@@ -4,7 +4,7 @@ the app: patterns run on the judge's and the worker's threads while they hold th
 The one time bound (every pattern on adversarial input) is a guard against pathological
 blow-up (quadratic patterns take seconds on these inputs), with a margin of 10x and more over
 what linear patterns take on a loaded CI machine, the best of three scans; speed targets live in
-benchmarks/ (how long an app thread waits for the GIL: benchmarks/gil_wait.py).
+benchmarks/ (how long an app thread waits for the GIL: BENCHMARKS.md, "History").
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def test_a_megabyte_hostile_result_costs_the_judge_thread_no_more_than_its_budge
     scans: what a block costs is bounded by the block budget, never by the result's size. The
     redactor (every pattern) sees at most the kept head and tail with their margins, and the
     rendered block is within the budget. (How long an app thread then waits, target under
-    50 ms: benchmarks/gil_wait.py.)"""
+    50 ms: BENCHMARKS.md, "History".)"""
     seen: list[int] = []
 
     def recording(text: str) -> str:
