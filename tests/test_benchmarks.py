@@ -139,16 +139,27 @@ def _frameworks() -> bool:
 def test_the_real_app_benchmark_scores_every_run_of_each_framework(tmp_path: Path) -> None:
     out = tmp_path / "realapp.json"
     done = _bench("realapp", "--apps", "pydantic_ai,langgraph", "--configs", "traced,thread,process",
-                  "--runs", "6", "--warmup", "2", "--rounds", "1", "--concurrency", "1", "--out", str(out),
-                  timeout=600)
+                  "--runs", "6", "--warmup", "2", "--rounds", "1", "--concurrency", "1", "--hooks",
+                  "--out", str(out), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(out.read_text())["summary"]
+    report = json.loads(out.read_text())
+    summary, raw = report["summary"], report["rounds_raw"]
     for app in ("pydantic_ai", "langgraph"):
         traced, thread, process = (summary[f"{app} c=1 {c}"] for c in ("traced", "thread", "process"))
         assert traced["scored_share"]["median"] == 0
         assert thread["scored_share"]["median"] == 1 and process["scored_share"]["median"] == 1
         # the app's own spans in every configuration, plus the evaluation spans where scored
-        assert traced["spans_per_run"]["median"] >= 3
+        app_spans = traced["spans_per_run"]["median"]
+        assert app_spans >= 3
         for scored in (thread, process):
-            assert scored["spans_per_run"]["median"] > traced["spans_per_run"]["median"]
+            assert scored["spans_per_run"]["median"] > app_spans
             assert "ratio" in scored and "extra_ms" in scored
+        # where the CPU was: the scoring worker only where installed, the child only in process mode
+        (traced_run,), (thread_run,), (process_run,) = (raw[f"{app} 1 {c}"] for c in ("traced", "thread", "process"))
+        assert not any(name.startswith("otel-toolscore") for name in traced_run["threads_cpu_ms"])
+        assert thread_run["threads_cpu_ms"]["otel-toolscore-worker"] > 0 and thread_run["child_cpu_ms"] == 0
+        assert process_run["child_cpu_ms"] > 0
+        # the hooks timed: every span the app made ended on the app's threads, through the SDK's
+        # processor alone (traced) or through otel-toolscore's; evaluation spans never do
+        for run in (traced_run, thread_run, process_run):
+            assert run["hooks_us_per_call"]["calls"]["on_end"] == app_spans * run["runs"]
