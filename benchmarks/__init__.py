@@ -1,1 +1,1 @@
-"""Benchmarks of otel-toolscore: ``python -m benchmarks.run [--quick]`` (see BENCHMARKS.md)."""
+"""Benchmarks of otel-toolscore: ``python -m benchmarks --list``, ``python -m benchmarks <workload>`` (see BENCHMARKS.md)."""

@@ -6,7 +6,7 @@ rewritten) and imported beside ``otel_toolscore``. For example, against the comm
 performance work::
 
     git archive 56d7128 otel_toolscore | tar -x -C /tmp/before
-    .venv/bin/python -m benchmarks.compare --before /tmp/before [--quick]
+    .venv/bin/python -m benchmarks compare --before /tmp/before [--quick]
 
 Measured (median of ``--repeats``, each on fresh runs so the text caches are cold):
 

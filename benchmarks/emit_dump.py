@@ -5,6 +5,7 @@ process, as ``benchmarks.throughput`` times them). Times the SDK takes from the 
 evaluation spans' random ids are the only things normalised (zeroed / seeded).
 
     python -m benchmarks.emit_dump OUT.txt    # one line per run and mode: digest of its exports
+    python -m benchmarks emit-dump OUT.txt    # the same, through the runner
 
 Run it against two trees and ``cmp`` the files: from inside each tree (``-m`` puts the working
 directory first on ``sys.path``), with this checkout on ``PYTHONPATH`` for ``benchmarks``::

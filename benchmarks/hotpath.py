@@ -36,7 +36,7 @@ timer's own cost, subtracted. *Isolated*: the worker cannot compete (the interpr
 interval is raised so the timed thread keeps the GIL; the queue is large enough to take every
 run). *Under load*: normal switch interval, the worker scoring the completed runs meanwhile.
 
-    .venv/bin/python -m benchmarks.hotpath [--quick] [--spans N] [--repeats R] [--scoring thread|process]
+    .venv/bin/python -m benchmarks hotpath [--quick] [--spans N] [--repeats R] [--scoring thread|process]
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ Rounds interleave the scenarios (``--repeats``); samples are pooled per scenario
 how the LLM evaluations of all runs (warm-up included) stood a second after the last run (scored,
 error, dropped at the in-flight bound, still pending), and how long ``shutdown()`` took.
 
-    .venv/bin/python -m benchmarks.judge_down [--quick] [--runs N] [--rate R] [--repeats K]
+    .venv/bin/python -m benchmarks judge-down [--quick] [--runs N] [--rate R] [--repeats K]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 concurrency limits, through the real litellm client over real HTTP (the scripted test server on
 127.0.0.1), plus the cost of a cache hit.
 
-    .venv/bin/python -m benchmarks.judge_throughput [--n 200] [--delay 0.2] [--concurrency 1 4 16]
+    .venv/bin/python -m benchmarks judge [--n 200] [--delay 0.2] [--concurrency 1 4 16]
 
 Concurrency 1 is the sequential baseline. The ideal wall time at concurrency c is N × D / c.
 Prints a Markdown table (paste it into BENCHMARKS.md).

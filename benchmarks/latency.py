@@ -8,7 +8,7 @@ called ``end()`` on it. Reported: p50/p90/p99/max over every run, over the runs 
 span came out scored, and the share that came out unscored (queue full, or held longer than
 ``hold_timeout``), plus the rate actually achieved by the generator.
 
-    .venv/bin/python -m benchmarks.latency [--quick] [--rates 100,1000] [--seconds S] [--scoring thread|process]
+    .venv/bin/python -m benchmarks latency [--quick] [--rates 100,1000] [--seconds S] [--scoring thread|process]
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ cyclic GC's pauses. 20 warm-up runs (litellm imported, first judge calls made) c
 Baseline (``--baseline-seconds``, default 30; 0: none), run first in a child process: the same
 app on the same schedule with spans going straight to the BatchSpanProcessor, no processor.
 
-    .venv/bin/python -m benchmarks.load [--rate 1000] [--duration 180] [--judge-delay 2] [--json out.json]
+    .venv/bin/python -m benchmarks load [--rate 1000] [--duration 180] [--judge-delay 2] [--json out.json]
 """
 
 from __future__ import annotations

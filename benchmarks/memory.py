@@ -14,7 +14,7 @@ Spans go to ``SimpleSpanProcessor(counting no-op exporter)`` (synchronous, so th
 Resident memory (``/proc/self/statm``) is sampled every 50 ms in the process; the same storm
 without ToolScoreSpanProcessor, in another process, is the baseline.
 
-    .venv/bin/python -m benchmarks.memory [--quick] [--spans N]
+    .venv/bin/python -m benchmarks memory [--quick] [--spans N]
 """
 
 from __future__ import annotations

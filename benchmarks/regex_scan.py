@@ -1,6 +1,6 @@
 """Every regular expression of the package on adversarial input: linear or not.
 
-    .venv/bin/python -m benchmarks.regex_scan [--chars 20000]
+    .venv/bin/python -m benchmarks regex-scan [--chars 20000]
 
 Each pattern scans runs of shapes that make backtracking patterns rescan from every position
 (word/punctuation alternations, whitespace runs, separators, the pattern's own characters) at

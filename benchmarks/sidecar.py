@@ -20,7 +20,7 @@ figures then included: up to ~8 µs per span in the main thread). The server's g
 collector is tuned as the ``serve`` command tunes it (``--server-gc own``) or left at Python's
 settings (``--server-gc default``, as in an app that embeds ``ToolScoreServer``).
 
-    .venv/bin/python -m benchmarks.sidecar [--quick] [--protocols grpc,http] [--server-gc own|default]
+    .venv/bin/python -m benchmarks sidecar [--quick] [--protocols grpc,http] [--server-gc own|default]
 """
 
 from __future__ import annotations

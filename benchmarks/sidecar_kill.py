@@ -11,7 +11,7 @@ receiver in this process that records the span ids it accepts, and answers 503 f
 answered 200, spans the upstream received, lost = accepted and never delivered, and spans
 refused with 503 (which the client still holds, so are not lost).
 
-    .venv/bin/python -m benchmarks.sidecar_kill [--rate 50] [--kill-at 8] [--fail-at 3]
+    .venv/bin/python -m benchmarks sidecar-kill [--rate 50] [--kill-at 8] [--fail-at 3]
 """
 
 from __future__ import annotations

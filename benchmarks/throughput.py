@@ -19,7 +19,7 @@ scorers' text caches are as cold as with real traffic. The fixture set (every re
 ``paths.FIXTURES`` and ``tests/conformance/captures``) is cycled, so its text caches
 are warm after the first pass.
 
-    .venv/bin/python -m benchmarks.throughput [--quick] [--scoring thread|process]
+    .venv/bin/python -m benchmarks job [--quick] [--scoring thread|process]
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from benchmarks.common import emit_json, machine, summary, telemetry_providers
-from benchmarks.floor import Floor
 from benchmarks.workload import fixture_runs, genai_run, readable_run
 from otel_toolscore.conventions import classify
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor, _Held, _Ready
@@ -130,28 +129,13 @@ def _is_json(value: Any) -> bool:
     return True
 
 
-def floor_seconds(floor: Floor, runs: Sequence[Sequence[ReadableSpan]]) -> float:
-    """The floor's CPU seconds for the same runs (``benchmarks/floor.py``)."""
-    gc.collect()
-    c0 = time.thread_time()
-    for spans in runs:
-        floor.score(spans)
-    return time.thread_time() - c0
-
-
 def measure(name: str, make_runs: Callable[[int], list[list[ReadableSpan]]], repeats: int,
-            telemetry: str, with_floor: bool = False, scoring: str = "thread") -> dict[str, Any]:
+            telemetry: str, scoring: str = "thread") -> dict[str, Any]:
     """``make_runs(r)``: the runs of repeat r (fresh ones each time, so that no repeat finds
-    the text caches warm from an earlier one, unless the workload itself repeats). With
-    ``with_floor``, the floor scores the same runs beside the job, in the same repeat."""
+    the text caches warm from an earlier one, unless the workload itself repeats)."""
     proc, down = make_processor(telemetry)
     warm = make_runs(-1)
     time_scoring(proc, [ready_item(s) for s in warm[: max(1, len(warm) // 10)]])  # imports, schema cache
-    mp, lp, _ = telemetry_providers(telemetry)
-    floor = Floor(mp, lp)
-    if with_floor:
-        floor_seconds(floor, warm[: max(1, len(warm) // 10)])
-    floor_ratios: list[float] = []
     cpu_rates, wall_rates, ratios, app_side = [], [], [], []
     n_runs, spans_per_run = 0, 0.0
     for r in range(repeats):
@@ -159,18 +143,12 @@ def measure(name: str, make_runs: Callable[[int], list[list[ReadableSpan]]], rep
         items = [ready_item(spans) for spans in runs]
         n_runs, spans_per_run = len(items), sum(len(s) for s in runs) / len(runs)
         base = baseline_seconds(runs)
-        if with_floor and r % 2:  # alternate who goes first
-            floor_cpu = floor_seconds(floor, runs)
         if scoring == "process":
             cpu, app_cpu = time_split(proc, items)
             wall = cpu + app_cpu  # (no wall figure of its own: both sides ran here, one after the other)
             app_side.append(app_cpu / len(items) * 1e6)
         else:
             cpu, wall = time_scoring(proc, items)
-        if with_floor and not r % 2:
-            floor_cpu = floor_seconds(floor, runs)
-        if with_floor:
-            floor_ratios.append(cpu / floor_cpu)
         cpu_rates.append(len(items) / cpu)
         wall_rates.append(len(items) / wall)
         ratios.append(cpu / base if base > 0 else float("nan"))
@@ -186,7 +164,6 @@ def measure(name: str, make_runs: Callable[[int], list[list[ReadableSpan]]], rep
         "us_per_run": 1e6 / cpu_s["median"],
         "us_per_span": 1e6 / cpu_s["median"] / spans_per_run,
         "cost_over_json_loads": summary(ratios),
-        **({"cost_over_floor": summary(floor_ratios)} if with_floor else {}),
         **({"app_side_us_per_run": summary(app_side)} if app_side else {}),
     }
 
@@ -214,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for n in (int(x) for x in args.sizes.split(",")):
         count = max(4, budget_spans // n)
         results.append(measure(f"synthetic {n}-span runs", lambda r, n=n, count=count: synthetic(n, count, seed0=(r + 1) * 1_000_000),
-                               repeats, args.telemetry, with_floor=True, scoring=args.scoring))
+                               repeats, args.telemetry, scoring=args.scoring))
     out = {"benchmark": "throughput", "scoring": args.scoring, "machine": machine(), "telemetry": telemetry_providers(args.telemetry)[2],
            "repeats": repeats, "results": results}
     for r in results:
@@ -222,7 +199,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(f"{r['workload']:44s} {c['median']:9.1f} runs/s/core (min {c['min']:.1f}, max {c['max']:.1f})"
               f"  {r['us_per_run']:9.1f} µs/run  {r['us_per_span']:6.1f} µs/span"
               f"  cost/json.loads {r['cost_over_json_loads']['median']:.1f}"
-              + (f"  cost/floor {r['cost_over_floor']['median']:.2f}" if "cost_over_floor" in r else "")
               + (f"  app side {r['app_side_us_per_run']['median']:.0f} µs/run" if "app_side_us_per_run" in r else ""))
     emit_json(out)
     return out

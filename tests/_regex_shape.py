@@ -9,7 +9,7 @@ Character sets are compared on a sample alphabet (ASCII, Latin-1 and a few wider
 spaces), enough for the classes patterns use.
 
 What this cannot see, a pattern rescanned from every position of a long run (quadratic, not
-exponential), is measured on adversarial input by `python -m benchmarks.regex_scan`.
+exponential), is measured on adversarial input by `python -m benchmarks regex-scan`.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ cannot freeze the app: patterns run on the judge's and the worker's threads whil
 What is checked here is the shape of every pattern (no quantifier nested in a quantifier where one
 iteration could end inside the next: the exponential kind) and what bounds a hostile result's cost
 (the budget). How long each pattern takes on adversarial input, linear or not, is measured in
-benchmarks/ (`python -m benchmarks.regex_scan`), as is how long an app thread waits for the GIL
-(benchmarks/gil_wait.py): speed targets live there, never in a unit test.
+benchmarks/ (`python -m benchmarks regex-scan`); how long an app thread waits for the GIL was
+measured once (BENCHMARKS.md, "History"). Speed targets live there, never in a unit test.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def test_a_megabyte_hostile_result_costs_the_judge_thread_no_more_than_its_budge
     scans: what a block costs is bounded by the block budget, never by the result's size. The
     redactor (every pattern) sees at most the kept head and tail with their margins, and the
     rendered block is within the budget. (How long an app thread then waits, target under
-    50 ms: benchmarks/gil_wait.py.)"""
+    50 ms: BENCHMARKS.md, "History".)"""
     seen: list[int] = []
 
     def recording(text: str) -> str:
