@@ -9,27 +9,22 @@ from __future__ import annotations
 import json
 import operator
 from collections import defaultdict, deque
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from otel_toolscore.assemble._rules import _Scope, give_result, settle_errors
 from otel_toolscore.conventions import SpanFacts, ToolExecution
 from otel_toolscore.trajectory import LLMCall, Message, ToolCall, ToolCallRequest, ToolResultPart
 
-#: json.dumps(…, sort_keys=True, default=str), its encoder built once
+#: json.dumps(…, sort_keys=True, default=str), its encoder built once (public API only: issue 31,
+#: BENCHMARKS.md "Private APIs (issue 31)")
 _CANON_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
-# The C encoder ``_CANON_ENCODER.encode`` builds on every call (two thirds of the cost of a small
-# value), built once, and without circular-reference markers: a value that holds itself fails
-# with RecursionError instead of ValueError, read the same.
-_c_canon = (c_make_encoder(None, str, encode_basestring_ascii, None, ": ", ", ", True, False, True)
-            if c_make_encoder is not None else None)
 
 
 def _canon(args: Any) -> str:
+    """The canonical JSON text of a call's arguments (its repr when it has none): two requests
+    with equal arguments have one."""
     try:
-        if _c_canon is not None:
-            return "".join(_c_canon(args, 0))
-        return _CANON_ENCODER.encode(args)  # pragma: no cover - CPython has the C encoder
+        return _CANON_ENCODER.encode(args)
     except (TypeError, ValueError, RecursionError):
         return repr(args)
 
