@@ -10,7 +10,6 @@ uses. Code that needs one calls ``require`` where it starts using it, and the us
 from __future__ import annotations
 
 import importlib
-import sys
 from types import ModuleType
 
 #: the distribution name users install
@@ -69,16 +68,3 @@ def check(module: str, extra: str, feature: str) -> None:
     if not found:
         raise MissingExtraError(extra, feature, module)
 
-
-def run_cli() -> None:
-    """The ``otel-toolscore`` console script: the command line when the ``cli`` extra is
-    installed, else one line saying how to install it (exit status 2, as for a usage error)."""
-    try:
-        require("typer", "cli", "the otel-toolscore command")
-        require("rich", "cli", "the otel-toolscore command")
-    except MissingExtraError as exc:
-        sys.stderr.write(f"otel-toolscore: {exc}\n")
-        raise SystemExit(2) from None
-    from otel_toolscore.cli import main
-
-    main()

@@ -238,7 +238,7 @@ def test_an_echo_of_its_calls_very_arguments_is_not_encoded(monkeypatch: pytest.
                        input_messages=[Message("user", "q"), output, Message("tool", tool_results=[
                            ToolResultPart(tool_call_id="c1", content="ok")])], output_messages=[])
     encoded: list[Any] = []
-    monkeypatch.setattr("otel_toolscore.assemble._canon", lambda args: encoded.append(args) or "")
+    monkeypatch.setattr("otel_toolscore.assemble._calls._canon", lambda args: encoded.append(args) or "")
     builder = _CallBuilder()
     builder.add_llm(first)
     builder.add_llm(second)

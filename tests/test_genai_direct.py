@@ -1,4 +1,4 @@
-"""The direct path for the usual GenAI trace (``otel_toolscore._genai_direct``) gives exactly the
+"""The direct path for the usual GenAI trace (``otel_toolscore.assemble._direct``) gives exactly the
 trajectories the general way gives (``read_trace`` → ``SpanFacts`` → ``_CallBuilder``).
 
 Checked on every recorded trace (fixtures and conformance captures), the shared real
@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
 from benchmarks.throughput import synthetic
 from benchmarks.workload import SpanSpec, fixture_runs, genai_run, readable_run, specs_from_spans
-from otel_toolscore import _genai_direct
+from otel_toolscore.assemble import _direct as _genai_direct
 from otel_toolscore.assemble import assemble_trace
 from otel_toolscore.conventions.parsing import forget_earlier_traces
 from tests.realworld import corpus

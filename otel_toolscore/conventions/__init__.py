@@ -150,7 +150,7 @@ class _Keys:
         present = frozenset(keys)
         self.stated = tuple(entry for entry in _STATED if entry[0] in present)
         #: the roles in which a span of this key set may be read straight into a trajectory
-        #: (``_genai_direct``), when the GenAI convention reads it alone: when the other
+        #: (``assemble._direct``), when the GenAI convention reads it alone: when the other
         #: conventions whose gate it passes (``direct_others``) do not recognise it
         gated = self.gated or ()
         self.direct_roles: frozenset[str] = frozenset(

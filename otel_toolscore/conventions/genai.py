@@ -36,7 +36,7 @@ _OP_ROLES: dict[str, Stated] = {
     sc.OP_EXECUTE_TOOL: "tool",
     sc.OP_RETRIEVAL: "retrieval",
 }
-#: the keys that keep a span of each role off the direct path (``_genai_direct``): what ``read``
+#: the keys that keep a span of each role off the direct path (``assemble._direct``): what ``read``
 #: takes from them (content kept elsewhere, a Strands status, an agent span's or a tool span's
 #: own messages, instructions or definitions, a second result key) that path does not take
 DIRECT_REFUSES: dict[Stated, frozenset[str]] = {

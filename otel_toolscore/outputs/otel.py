@@ -54,8 +54,6 @@ from opentelemetry.util.types import AttributeValue
 from otel_toolscore import _fork, semconv
 from otel_toolscore._version import __version__
 from otel_toolscore.config import ToolScoreSettings
-from otel_toolscore.outputs._log_records import RecordMaker
-from otel_toolscore.outputs._metric_points import PointRecorder
 from otel_toolscore.outputs._prepare import (
     OUTPUT_EVALUATION_SPAN,
     OUTPUT_EVENTS,
@@ -402,7 +400,6 @@ class Emitter:
         # install() may build what is missing then (see on_unset)
         self._resolve_unset: Callable[[tuple[str, ...]], None] | None = None
         self._logger: Logger | None = None
-        self._records: RecordMaker | None = None
         if settings.events:
             try:
                 self._logger = (logger_provider or get_logger_provider()).get_logger(
@@ -410,8 +407,6 @@ class Emitter:
                 )
             except Exception:  # noqa: BLE001
                 _log.warning("otel-toolscore: events disabled, no logger", exc_info=True)
-            else:
-                self._records = RecordMaker.of(self._logger, _EventRecord)
         _fork.reinit_in_child(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
@@ -428,9 +423,6 @@ class Emitter:
             explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
         )
         self._record_score: Callable[[float, dict[str, AttributeValue]], None] = self._score_histogram.record
-        recorder = PointRecorder.of(self._score_histogram)
-        if recorder is not None:
-            self._record_score = recorder.record
         self._issues_counter = meter.create_counter(
             semconv.METRIC_TOOL_CALL_ISSUES,
             unit="{issue}",
@@ -594,7 +586,6 @@ class Emitter:
             self._failed(OUTPUT_EVENTS)
             return
         contexts: dict[str | None, tuple[Context, SpanContext]] = {None: (run_context, _span_context(run_context))}
-        make = self._records.make if self._records is not None else None
         name = semconv.GEN_AI_EVALUATION_RESULT
         for group in emission.events:
             # One score's failure must not cost the other scores their events.
@@ -606,11 +597,8 @@ class Emitter:
                         pair = contexts[span_id] = (context, _span_context(context))
                     # INFO for judgements; WARN when the scorer could not score, so it stands out.
                     severity = SeverityNumber.WARN if error else SeverityNumber.INFO
-                    # The emission's attribute dicts are this record's alone: taken, not copied.
-                    record = make(*pair, severity, name, attributes) if make is not None else None
-                    logger.emit(record if record is not None else _EventRecord(
-                        timestamp=time.time_ns(), context=pair[0], severity_number=severity,
-                        event_name=name, attributes=attributes))
+                    logger.emit(_EventRecord(timestamp=time.time_ns(), context=pair[0], severity_number=severity,
+                                             event_name=name, attributes=attributes))
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_EVENTS)
 

@@ -15,7 +15,6 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
@@ -202,26 +201,15 @@ class Scorer(ABC):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-#: json.dumps(…, allow_nan=False), its encoder built once
+#: json.dumps(…, allow_nan=False), its encoder built once (public API only: issue 31, BENCHMARKS.md
+#: "Private APIs (issue 31)")
 _STRICT_ENCODER = json.JSONEncoder(allow_nan=False)
-# The same, as the C encoder it builds on every call, built once (the set-up is a third of the
-# cost of a small score's details), and without circular-reference markers: a value that holds
-# itself overflows instead, and is then checked again by ``_STRICT_ENCODER`` to fail as it did.
-_c_strict = (c_make_encoder(None, _STRICT_ENCODER.default, encode_basestring_ascii, None, ": ", ", ", False, False, False)
-             if c_make_encoder is not None else None)
 
 
 def _check_json_serialisable(details: dict[str, Any]) -> None:
     # Details travel as event attributes and JSON lines; a scorer bug that puts a set or a
     # model object there must surface as a scorer error here, not as an exporter crash later.
-    if _c_strict is None:  # pragma: no cover - CPython always has it
-        _STRICT_ENCODER.encode(details)
-        return
-    try:
-        _c_strict(details, 0)
-    except RecursionError:
-        _STRICT_ENCODER.encode(details)  # a cycle: ValueError, as before; too deep: RecursionError
-        raise
+    _STRICT_ENCODER.encode(details)
 
 
 # --- scorers by name ---------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The built-in scorers, one line each: the one place that ties a scorer's name to its module,
 its kind and how the outputs show it.
 
-A leaf: it imports no scorer, so the CLI can list and sort scorers without loading the judge
-(litellm), and a scorer's module is imported only when its class is first asked for.
+A leaf: it imports no scorer and not ``scorers.base`` (not even for types: that closed an import
+cycle), only names and import paths, so the CLI can list and sort scorers without loading the
+judge (litellm), and a scorer's module is imported only when its class is first asked for.
 
 Adding a scorer is its module under ``scorers/`` (a ``Scorer`` subclass with ``name``, ``kind``
 and ``_score``) plus one line in ``BUILTIN``.
@@ -12,10 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from otel_toolscore.scorers.base import Scorer
+from typing import Any, Literal
 
 #: code: deterministic, microseconds, on the hot path and in the default set;
 #: llm: judged by a model, asynchronously, off the hot path
@@ -34,9 +32,10 @@ class ScorerEntry:
     #: and is skipped without one
     needs_expectation: bool = False
 
-    def load(self) -> type[Scorer]:
+    def load(self) -> type[Any]:
+        """The scorer class the line names (a ``scorers.base.Scorer`` subclass), imported now."""
         module, _, class_name = self.target.partition(":")
-        cls: type[Scorer] = getattr(import_module(f"{__package__}.{module}"), class_name)
+        cls: type[Any] = getattr(import_module(f"{__package__}.{module}"), class_name)
         # the class carries its name and kind too (custom scorers have no line here); a line
         # that disagrees with its class must fail where it is read, not mislabel scores
         if cls.name != self.name or cls.kind != self.kind:

@@ -6,12 +6,13 @@ convention alone, each tool call under an id of its own; in an app, inside the a
 (an HTTP server span above it, HTTP client and database spans below its tools), which no
 convention reads and the general way gives no part in the run. The general way reads every span with
 every convention into ``SpanFacts``, then matches the places a call is seen in
-(``assemble._CallBuilder``): for such a trace most of that answers questions the trace never
+(``_calls._CallBuilder``): for such a trace most of that answers questions the trace never
 asks. Here the same readers (``conventions.genai``, the trace's ``ReadMemo``) read each span
 once, straight into the run's LLM calls and tool calls.
 
 What is read here is what the general way reads, by the same functions; the matching is the
-general way's for calls that each have their own id. Whatever this path does not cover -- a span
+general way's for calls that each have their own id, by its pieces (``_calls``), and what belongs
+to the run is decided by the one set of rules both ways follow (``_rules``). Whatever this path does not cover -- a span
 of another convention or of another role, events, an error status, a call without an id or
 with one seen twice, an echo or result the general way would match otherwise, a problem to
 report, a value left unread, text that may hold a lone surrogate -- gives ``None``, and the
@@ -27,8 +28,19 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from otel_toolscore import assemble as _asm
 from otel_toolscore import semconv as sc
+from otel_toolscore.assemble._calls import _add_source, _args_error, _canon, _take_tool_run
+from otel_toolscore.assemble._rules import (
+    _Scope,
+    add_definitions,
+    give_result,
+    in_call_order,
+    last_output,
+    last_user_text,
+    run_calls,
+    settle_errors,
+)
+from otel_toolscore.assemble._tree import _parent_missing
 from otel_toolscore.conventions import (
     _GATE_NAMES,
     _keys_of,
@@ -42,9 +54,7 @@ from otel_toolscore.conventions import (
 )
 from otel_toolscore.conventions._unread import _MODEL_KEYS
 from otel_toolscore.conventions.parsing import (
-    as_text,
     collect_unread,
-    result_error,
     stop_collecting,
     system_from_messages,
     tool_definitions_from,
@@ -155,7 +165,7 @@ def _plain(attrs: dict[str, Any]) -> bool:
 
 
 def _tree(own: int, below: list[_Span], others: list[ReadableSpan], ids: set[int], problems: list[str]) -> bool:
-    """The trace's problems of parents not in it (``assemble._build_tree``: each such span a root),
+    """The trace's problems of parents not in it (``_tree._build_tree``: each such span a root),
     in ``problems``; False when a span is on a parent cycle (another problem) or a plain span
     sits between the agent span and a span of its run (checked by the caller: their parent is
     the agent span)."""
@@ -168,7 +178,7 @@ def _tree(own: int, below: list[_Span], others: list[ReadableSpan], ids: set[int
             roots.append(span_id)
         elif parent.span_id == span_id or parent.span_id not in ids:
             roots.append(span_id)
-            problems.append(_asm._parent_missing(f"{span_id:016x}", span.name, f"{parent.span_id:016x}"))
+            problems.append(_parent_missing(f"{span_id:016x}", span.name, f"{parent.span_id:016x}"))
         else:
             children.setdefault(parent.span_id, []).append(span_id)
     reached = 0
@@ -191,7 +201,7 @@ def _build(trace_id: str, agent: _Span, below: list[_Span], problems: list[str])
     definitions: dict[str, Any] = {}
     system: str | None = None
     first_inputs: list[Message] | None = None
-    scope = _asm._Scope()
+    scope = _Scope()
     last: list[Message] | None = None  # the last model call's own history ...
     echoed: dict[str, bool] = {}  # ... and the calls it echoed: id -> answered there
     for one in below:
@@ -227,10 +237,10 @@ def _build(trace_id: str, agent: _Span, below: list[_Span], problems: list[str])
                 call = calls.get(req.id) if req.id else None
                 if call is None or req.id in echoed or call.name != req.name or (
                         call.arguments is not req.arguments
-                        and _asm._canon(call.arguments) != _asm._canon(req.arguments)):
+                        and _canon(call.arguments) != _canon(req.arguments)):
                     return None  # a call the general way would make of an echo, or match otherwise
                 echoed[req.id] = False  # type: ignore[index]
-                _asm._add_source(call, "history")
+                _add_source(call, "history")
             for part in m.tool_results:
                 call = calls.get(part.tool_call_id) if part.tool_call_id else None
                 if call is None or echoed.get(part.tool_call_id) is not False:  # type: ignore[arg-type]
@@ -248,15 +258,13 @@ def _build(trace_id: str, agent: _Span, below: list[_Span], problems: list[str])
                     offered = [d.name for d in offered_defs]
                 call = calls[req.id] = ToolCall(
                     id=req.id, name=req.name, arguments=req.arguments, arguments_raw=req.arguments_raw,
-                    arguments_error=_asm._args_error(req), llm_span_id=span_id, offered_tools=offered,
+                    arguments_error=_args_error(req), llm_span_id=span_id, offered_tools=offered,
                     sources=["llm_output"], start_time=start,
                 )
                 keys[id(call)] = (start, len(keys) + 1)
                 requested.append(req.id)
-        for d in offered_defs or ():
-            have = definitions.get(d.name)
-            if have is None or (have.parameters is None and d.parameters is not None):
-                definitions[d.name] = d
+        if offered_defs:
+            add_definitions(definitions, offered_defs)
         steps.append(LLMCall(
             span_id=span_id, model=genai.model_of(attrs), input_messages=inputs, output_messages=outputs,
             tool_definitions=list(offered_defs) if offered_defs else [], tool_call_ids=requested,
@@ -265,24 +273,13 @@ def _build(trace_id: str, agent: _Span, below: list[_Span], problems: list[str])
     for one in below:
         if one.role == "tool" and not _tool_span(one, calls):
             return None
-    for part, call in results:  # (``_CallBuilder.finish``: the first result a call is given)
-        if "result_message" in call.sources:
-            continue
-        call.sources.append("result_message")
-        if not call.has_result:
-            call.result, call.result_raw, call.has_result = part.content, part.content_raw, True
-        if part.is_error and call.error is None:
-            call.error = as_text(part.content) or "error"
-    made = sorted(calls.values(), key=lambda c: keys[id(c)])
-    for call in made:
-        if call.name is not None and (call.name in sc.ANSWER_TOOLS or call.name.startswith(sc.ANSWER_TOOL_PREFIXES)):
-            return None  # a framework's answer tool: the general way takes it apart
-        if call.error is None and call.has_result:
-            call.error = result_error(call.result)
-    sort_keys = [(s.start_time or 0, -1) for s in steps]
-    steps.extend(made)
-    sort_keys.extend(keys[id(c)] for c in made)
-    steps = [steps[i] for i in sorted(range(len(steps)), key=sort_keys.__getitem__)]
+    for part, call in results:  # (as ``_CallBuilder.finish`` gives them)
+        give_result(call, part)
+    made, answers = run_calls(sorted(calls.values(), key=lambda c: keys[id(c)]), set())
+    if answers:
+        return None  # a framework's answer tool: the general way takes it apart
+    settle_errors(made)
+    steps = in_call_order(steps, made, lambda c: keys[id(c)])
 
     span, attrs = agent.span, agent.attrs
     name = attrs.get(sc.GEN_AI_AGENT_NAME)
@@ -294,8 +291,8 @@ def _build(trace_id: str, agent: _Span, below: list[_Span], problems: list[str])
         span_id=own_id,
         agent_name=str(name) if name else genai.agent_name_fallback(span.name),
         service_name=_service_name(span),
-        input=_asm._last_user_text(first_inputs),
-        output=_asm._last_output(steps),
+        input=last_user_text(first_inputs),
+        output=last_output(steps),
         system_instructions=system or None,
         steps=steps,
         tool_definitions=list(definitions.values()),
@@ -339,6 +336,6 @@ def _tool_span(one: _Span, calls: dict[str, ToolCall]) -> bool:
         return False
     settle_tool_error(tool)
     call.span_id = f"{span.context.span_id:016x}"  # type: ignore[union-attr]
-    _asm._add_source(call, "tool_span")
-    _asm._take_tool_run(call, tool)
+    _add_source(call, "tool_span")
+    _take_tool_run(call, tool)
     return True
