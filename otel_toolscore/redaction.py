@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -199,7 +198,7 @@ _TRIGGERS = re.compile(
 )
 _CASELESS = re.compile(r"(?i)bearer|basic\s|[?&]sig=|(?:password|passphrase|passcode|passwd|pwd)\s")
 # The secret-assignment rules: a key word's ending, then the [:=] they all need.
-_ASSIGNMENT = re.compile(r"(?i)(?:key|secret|token|passw(?:or)?d|pwd|phrase)\\?[\"']?[ \t]*[:=]")
+_ASSIGNMENT = re.compile(r"(?i)(?:key|secret|token|passw(?:or)?d|pwd|phrase)\\?[\"']?[ \t]{0,16}[:=]")
 
 
 def _may_hold_secret(text: str) -> bool:
@@ -252,33 +251,3 @@ def redact_value(value: Any, redactor: Redactor = default_redactor) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact_value(v, redactor) for v in value]
     return value
-
-
-class RedactingFilter(logging.Filter):
-    """A logging filter that redacts a record's message, its arguments and its exception text
-    before any handler writes it (the package's loggers carry one: ``otel_toolscore`` and
-    below, see ``install_log_redaction``)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a bad format string: leave it to the handler's report
-            return True
-        record.msg, record.args = default_redactor(message), None
-        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
-            record.exc_text = default_redactor(logging.Formatter().formatException(record.exc_info))
-        elif record.exc_text:
-            record.exc_text = default_redactor(record.exc_text)
-        return True
-
-
-_LOG_FILTER = RedactingFilter()
-
-
-def redacting_logger(name: str) -> logging.Logger:
-    """``logging.getLogger(name)`` with the redacting filter on it (a filter on a logger sees
-    only that logger's own records, so each of our loggers carries one)."""
-    logger = logging.getLogger(name)
-    if _LOG_FILTER not in logger.filters:
-        logger.addFilter(_LOG_FILTER)
-    return logger
