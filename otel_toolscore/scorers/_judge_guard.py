@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from otel_toolscore import _fork
+
 Clock = Callable[[], float]
 State = Literal["closed", "open", "half_open"]
 
@@ -65,6 +67,13 @@ class CircuitBreaker:
         self._opened_at: float | None = None
         self._probing = False
         self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+        _fork.reinit_in_child(self._after_fork)
+
+    def _after_fork(self) -> None:
+        # a fork while another thread held the lock would leave the child's held forever; the
+        # child's judge loop is a new one, with new turns
+        self._lock = threading.Lock()
+        self._turns = weakref.WeakKeyDictionary()
 
     @property
     def state(self) -> State:
@@ -163,6 +172,10 @@ class RequestBudget:
         self.refused = 0
         self._sent: collections.deque[float] = collections.deque()
         self._lock = threading.Lock()
+        _fork.reinit_in_child(self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
 
     def take(self, limit: int) -> bool:
         """Count one request if fewer than ``limit`` went in the window; False (and nothing
@@ -188,6 +201,14 @@ class ModelGuard:
 
 _GUARDS: dict[tuple[str, str | None], ModelGuard] = {}
 _GUARDS_LOCK = threading.Lock()
+
+
+def _guards_lock_after_fork() -> None:
+    global _GUARDS_LOCK
+    _GUARDS_LOCK = threading.Lock()
+
+
+_fork.register(after_in_child=_guards_lock_after_fork)
 
 
 def guard_for(model: str, api_base: str | None, threshold: int, cooldown_s: float) -> ModelGuard:

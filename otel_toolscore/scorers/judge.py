@@ -396,7 +396,8 @@ class JudgeClient:
         self._sleep = sleep
         self.guard = guard if guard is not None else _judge_guard.guard_for(
             settings.model, settings.api_base, settings.breaker_threshold or 1, settings.breaker_cooldown_s)
-        self._http: dict[int, Any] = {}  # the size-capped HTTP client per event loop (see _http_client)
+        # the size-capped HTTP client per event loop (see _http_client)
+        self._http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._costs = CostWindow()
         # Calls run on the judge loop only; one semaphore per loop still, because after a fork
         # the child starts a new judge loop and a semaphore cannot move between loops.
@@ -593,11 +594,9 @@ class JudgeClient:
         """The size-capped HTTP client for this event loop (the judge loop is re-created after
         a fork, and an HTTP client cannot move between loops); None where litellm takes none."""
         loop = asyncio.get_running_loop()
-        key = id(loop)
-        client = self._http.get(key)
-        if client is None:
-            client = self._http[key] = capped_client(self.settings)
-        return client
+        if loop not in self._http:
+            self._http[loop] = capped_client(self.settings)
+        return self._http[loop]
 
     async def _acompletion(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> Any:
         litellm = _import_litellm()
