@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from otel_toolscore import _lazy
+from otel_toolscore import _lazy, _log_redaction
 from otel_toolscore._version import __version__
+
+_log_redaction.install()  # our log lines are redacted (docs/reliability.md, "Redaction")
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {

@@ -27,6 +27,7 @@ from otel_toolscore.outputs.report import (
     summary_line,
     table,
 )
+from otel_toolscore.redaction import default_redactor
 from otel_toolscore.scorers.base import ScorerConfigError, build_scorers
 from otel_toolscore.scorers.registry import CODE_SCORERS, EXPECTATION_SCORERS, LLM_SCORERS
 from otel_toolscore.scorers.run import score_runs
@@ -220,6 +221,11 @@ def score(
         bool, typer.Option("--skip-scored", help="Leave out runs whose agent span carries toolscore.scored "
                            "(scored already by install() or serve). Default: rescore them.")
     ] = False,
+    show_secrets: Annotated[
+        bool, typer.Option("--show-secrets", help="Print the runs' values raw, secrets included (keys, tokens, "
+                           "passwords, emails, card numbers), for local debugging. Default: every output of this "
+                           "command (table, JSON lines, JUnit, the lines on stderr) is redacted.")
+    ] = False,
     config: Annotated[Path | None, typer.Option(
         metavar="FILE",
         help="YAML settings file, the one the app and the sidecar read (default: $OTEL_TOOLSCORE_CONFIG): its "
@@ -301,15 +307,19 @@ def score(
             run.scores = scores
     problems = unattached_problems + sum(len(r.trajectory.problems) for r in runs)
     files = len(inputs)
+    redact = None if show_secrets else default_redactor
     if fmt is Format.json:
-        json_lines(runs, sys.stdout)
+        json_lines(runs, sys.stdout, redact=redact)
     elif fmt is Format.junit:
-        junit(runs, sys.stdout, fail_under, files=files, allow_errors=allow_errors)
+        junit(runs, sys.stdout, fail_under, files=files, allow_errors=allow_errors, redact=redact)
     else:
-        table(runs, _console(), problems=problems, fail_under=fail_under, files=files, allow_errors=allow_errors)
+        table(runs, _console(), problems=problems, fail_under=fail_under, files=files, allow_errors=allow_errors,
+              redact=redact)
     if fmt is not Format.table:  # the table prints its own; beside JSON/XML on stdout, lines for CI logs
-        sys.stderr.write("\n".join([summary_line(runs, problems, fail_under, files=files, allow_errors=allow_errors),
-                                    *error_lines(runs), *gate_lines(runs, fail_under)]) + "\n")
+        sys.stderr.write("\n".join([summary_line(runs, problems, fail_under, files=files, allow_errors=allow_errors,
+                                                  redact=redact),
+                                    *error_lines(runs, redact=redact), *gate_lines(runs, fail_under, redact=redact)])
+                         + "\n")
     if gate_reasons(runs, fail_under, files=files, allow_errors=allow_errors):
         raise typer.Exit(1)
 

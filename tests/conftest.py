@@ -41,6 +41,11 @@ def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 @pytest.fixture
 def judge_server() -> Iterator[JudgeServer]:
-    """A started scripted judge (``tests/support/judge_server.py``), stopped after the test."""
+    """A started scripted judge (``tests/support/judge_server.py``), stopped after the test. The
+    judges' circuit breakers and request budgets (per model and endpoint, process-wide) start
+    afresh: a port reused by a later test's server must not find an earlier test's open breaker."""
+    from otel_toolscore.scorers._judge_guard import reset_guards
+
+    reset_guards()
     with JudgeServer() as server:
         yield server

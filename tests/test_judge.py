@@ -7,7 +7,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from otel_toolscore.scorers.judge import (
     run_sync,
 )
 from otel_toolscore.scorers.redaction import ContentBudget
+from tests.support import timing
 from tests.support.judge_server import (
     JudgeServer,
     auto_responder,
@@ -90,11 +90,11 @@ def test_transient_fault_then_success(judge_server: JudgeServer, fault: Any) -> 
 
 def test_timeouts_slow_and_hanging_answers(judge_server: JudgeServer) -> None:
     judge_server.script(ok(GOOD, delay=2.0), hang())
-    started = time.monotonic()
     score = context_scorer(judge_server, timeout_s=0.3, max_retries=1).score(RUN)
     assert score.value is None and score.error == "judge_timeout"
     assert len(judge_server.requests) == 2
-    assert time.monotonic() - started < 5  # bounded by the attempts' timeouts
+    # each attempt ended at its deadline: the client closed both connections before any answer
+    assert timing.wait_for(lambda: judge_server.abandoned == 2 and judge_server.in_flight == 0, 10)
 
 
 def test_slow_but_in_time_answer_is_fine(judge_server: JudgeServer) -> None:
@@ -103,12 +103,32 @@ def test_slow_but_in_time_answer_is_fine(judge_server: JudgeServer) -> None:
     assert score.value == 0.67 and score.details["judge_latency_s"] >= 0.2
 
 
+class Waits:
+    """An injected ``sleep``: records each wait the client asks for and yields at once."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        await asyncio.sleep(0)
+
+
+def recorded_scorer(server: JudgeServer, waits: Waits, clock: Any = None, **settings: Any) -> Any:
+    """The context scorer on a client whose waits (and clock) are injected."""
+    settings.setdefault("backoff_base_s", 0.01)
+    settings.setdefault("backoff_max_s", 0.05)
+    judge = JudgeClient(JudgeSettings(model=MODEL, api_base=server.url, api_key="k", **settings), sleep=waits,
+                        **({"clock": clock} if clock is not None else {}))
+    return get_scorer("context_position", judge=judge, context=CONTEXT)
+
+
 def test_retry_after_is_honoured(judge_server: JudgeServer) -> None:
     judge_server.script(status(429, retry_after=0.4), ok(GOOD))
-    started = time.monotonic()
-    score = context_scorer(judge_server).score(RUN)
+    waits = Waits()
+    score = recorded_scorer(judge_server, waits).score(RUN)
     assert score.value == 0.67
-    assert time.monotonic() - started >= 0.4
+    assert waits.asked == [pytest.approx(0.4)]  # the server's wait, longer than the backoff's
 
 
 def test_retry_after_beyond_the_limit_fails_at_once(judge_server: JudgeServer) -> None:
@@ -349,14 +369,15 @@ def test_token_bucket_spaces_requests() -> None:
 
 def test_requests_per_second_setting_slows_calls(judge_server: JudgeServer) -> None:
     judge_server.responder = auto_responder()
-    s = context_scorer(judge_server, requests_per_second=10)
+    waits = Waits()
+    s = recorded_scorer(judge_server, waits, clock=lambda: 50.0, requests_per_second=10)  # the clock stands still
 
     async def many() -> list[Any]:
         return await asyncio.gather(*(s.ascore(run_n(i)) for i in range(15)))
 
-    started = time.monotonic()
     assert all(sc.value == 1.0 for sc in run_sync(many()))
-    assert time.monotonic() - started >= 0.45  # 10 at once, then 5 more at 10/s
+    # 10 at once (the burst), then 5 more at 10/s: each asked to wait its turn
+    assert sorted(waits.asked) == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
 
 
 def test_settings_are_validated() -> None:
@@ -405,10 +426,16 @@ def test_cancelling_the_caller_cancels_the_judge_call(judge_server: JudgeServer)
             await task
 
     asyncio.run(cancel_midway())
-    # the one concurrency slot was given back: the next evaluation runs at once
-    started = time.monotonic()
-    assert s.score(RUN).value == 0.67
-    assert time.monotonic() - started < 5
+    # the cancelled attempt's connection was closed, and the one concurrency slot given back:
+    # the next evaluation gets it (a leaked slot would leave it waiting: the guard turns that
+    # hang into a failure)
+    assert timing.wait_for(lambda: judge_server.abandoned == 1 and judge_server.in_flight == 0, 10)
+
+    async def next_one() -> Any:
+        return await asyncio.wait_for(s.ascore(RUN), 60)
+
+    assert asyncio.run(next_one()).value == 0.67
+    assert len(judge_server.requests) == 2
 
 
 def test_ascore_never_raises_on_scorer_bugs(judge_server: JudgeServer) -> None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from otel_toolscore.scorers.redaction import _RULES, _apply_rules, _may_hold_secret, default_redactor
+from otel_toolscore.redaction import _RULES, _apply_rules, _may_hold_secret, default_redactor
 
 # Pieces of real secrets, their near misses (a prefix without its body, a key word without its
 # value, too few digits) and characters the rules' case folding treats specially ("ſ" is an "s",

@@ -1,4 +1,10 @@
-"""Rendering scored trajectories for people (table), programs (JSON lines) and CI (JUnit XML)."""
+"""Rendering scored trajectories for people (table), programs (JSON lines) and CI (JUnit XML).
+
+Every renderer takes ``redact``: the default redaction (``otel_toolscore.redaction``) applied to
+every text taken from a run (inputs, arguments, results, explanations, issue messages and actual
+values), so a report pasted into a CI log or a ticket carries no secret of the runs; ``None``
+shows the values raw (``score --show-secrets``, for local debugging).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from otel_toolscore.conventions.parsing import valid_text
+from otel_toolscore.redaction import Redactor, default_redactor, redact_value
 from otel_toolscore.scorers import registry
 from otel_toolscore.scorers.base import HOW_TO_SUPPLY_SCHEMAS, REASON_NO_TOOL_SCHEMAS, Score
 from otel_toolscore.scorers.results import SEVERITY_ORDER
@@ -27,10 +34,16 @@ class ScoredRun:
     scores: list[Score] = field(default_factory=list)
 
 
-def json_lines(runs: Sequence[ScoredRun], out: TextIO) -> None:
+def _plain(text: str) -> str:
+    return text
+
+
+def json_lines(runs: Sequence[ScoredRun], out: TextIO, *, redact: Redactor | None = default_redactor) -> None:
     for run in runs:
         record: dict[str, Any] = run.trajectory.to_report()
         record["scores"] = [s.to_dict() for s in run.scores]
+        if redact is not None:
+            record = redact_value(record, redact)
         line = json.dumps(record, ensure_ascii=False, default=str)
         if not line.isascii():
             # valid_text: a lone surrogate (from a scorer of the user's, say) must not make the
@@ -83,7 +96,7 @@ def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def _errors_by_type(scores: Sequence[Score]) -> str:
+def _errors_by_type(scores: Sequence[Score], redact: Redactor | None = default_redactor) -> str:
     """``judge_unavailable: <first message>; scorer_error ×2: <first message>``: each error type
     once, with how many scores have it and the first one's explanation."""
     first: dict[str, Score] = {}
@@ -94,7 +107,7 @@ def _errors_by_type(scores: Sequence[Score]) -> str:
             counts[s.error] = counts.get(s.error, 0) + 1
     parts = []
     for kind, score in first.items():
-        message = _one_line(score.explanation, 160)
+        message = _one_line((redact or _plain)(score.explanation), 160)
         parts.append(f"{kind}{f' ×{counts[kind]}' if counts[kind] > 1 else ''}" + (f": {message}" if message else ""))
     return "; ".join(parts)
 
@@ -105,7 +118,7 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def gate_reasons(runs: Sequence[ScoredRun], fail_under: float | None, *, files: int | None = None,
-                 allow_errors: bool = False) -> list[str]:
+                 allow_errors: bool = False, redact: Redactor | None = default_redactor) -> list[str]:
     """Why the CI gate fails; empty when it passes or there is none. What makes the exit status 1.
 
     A gate never passes on nothing: no run read, every score skipped, or scores that are errors
@@ -126,7 +139,7 @@ def gate_reasons(runs: Sequence[ScoredRun], fail_under: float | None, *, files: 
         reasons.append(f"{counts['fail']} below {fail_under:g}")
     if counts["error"] and not allow_errors:
         reasons.append(f"{counts['error']} of {_count(len(scores), 'score')} "
-                       f"{'is an error' if counts['error'] == 1 else 'are errors'} ({_errors_by_type(scores)})")
+                       f"{'is an error' if counts['error'] == 1 else 'are errors'} ({_errors_by_type(scores, redact)})")
     judged = counts["pass"] + counts["fail"]
     if not judged and not (counts["error"] and counts["error"] == len(scores) and not allow_errors):
         what = ", ".join(f"{counts[k]} {k}" + ("s" if k == "error" and counts[k] != 1 else "")
@@ -159,10 +172,11 @@ def _run_ref(run: ScoredRun) -> str:
     return f"trace {traj.trace_id or '—'} {traj.agent_name or '(no agent span)'}"
 
 
-def error_lines(runs: Sequence[ScoredRun], limit: int = 20) -> list[str]:
+def error_lines(runs: Sequence[ScoredRun], limit: int = 20, *, redact: Redactor | None = default_redactor) -> list[str]:
     """One line per error score: its trace, agent, scorer, error type and message."""
     errors = [(r, s) for r in runs for s in r.scores if s.error]
-    lines = [f"  error: {_run_ref(r)} · {s.name}: {s.error}: {_one_line(s.explanation, 300)}"
+    clean = redact or _plain
+    lines = [f"  error: {_run_ref(r)} · {s.name}: {s.error}: {_one_line(clean(s.explanation), 300)}"
              for r, s in errors[:limit]]
     if len(errors) > limit:
         lines.append(f"  … {len(errors) - limit} more errors (use --format json for all)")
@@ -170,7 +184,8 @@ def error_lines(runs: Sequence[ScoredRun], limit: int = 20) -> list[str]:
 
 
 def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_under: float | None = None,
-          *, files: int | None = None, allow_errors: bool = False) -> None:
+          *, files: int | None = None, allow_errors: bool = False, redact: Redactor | None = default_redactor) -> None:
+    clean = redact or _plain
     scorer_names: list[str] = []
     for run in runs:
         for s in run.scores:
@@ -203,11 +218,11 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
     ]
     for run, s, issue in issues[:20]:
         # Trace content may hold square brackets: escape it so rich does not read it as markup.
-        console.print(f"  [yellow]•[/] {escape(_run_ref(run))} · {s.name}: {escape(issue)}",
+        console.print(f"  [yellow]•[/] {escape(_run_ref(run))} · {s.name}: {escape(clean(issue))}",
                       highlight=False, soft_wrap=True)
     if len(issues) > 20:
         console.print(f"  … {len(issues) - 20} more issues (use --format json for all)")
-    for line in error_lines(runs):
+    for line in error_lines(runs, redact=redact):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     if any(s.value is None and not s.error and s.name in registry.EXPECTATION_SCORERS for r in runs for s in r.scores):
         console.print(f"  skipped: {SKIPPED_HOW}", highlight=False, markup=False, soft_wrap=True)
@@ -217,9 +232,9 @@ def table(runs: Sequence[ScoredRun], console: Console, problems: int = 0, fail_u
                       f"not record the tools offered). {HOW_TO_SUPPLY_SCHEMAS}",
                       highlight=False, markup=False, soft_wrap=True)
     # soft_wrap: one line each in a CI log, where a grep for the summary or a score must find it
-    console.print(summary_line(runs, problems, fail_under, files=files, allow_errors=allow_errors),
+    console.print(summary_line(runs, problems, fail_under, files=files, allow_errors=allow_errors, redact=redact),
                   highlight=False, soft_wrap=True)
-    for line in gate_lines(runs, fail_under):
+    for line in gate_lines(runs, fail_under, redact=redact):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -231,12 +246,14 @@ SKIPPED_HOW = (
 )
 
 
-def gate_lines(runs: Sequence[ScoredRun], fail_under: float | None, limit: int = 20) -> list[str]:
+def gate_lines(runs: Sequence[ScoredRun], fail_under: float | None, limit: int = 20, *,
+               redact: Redactor | None = default_redactor) -> list[str]:
     """One line per score under the gate, naming trace, agent and score: why the exit status is 1."""
     failing = gate_failures(runs, fail_under)
+    clean = redact or _plain
     lines = [
         f"  below --fail-under {fail_under:g}: {_run_ref(r)} · {s.name} = {s.value:g}"
-        + (f" ({s.explanation})" if s.explanation else "")
+        + (f" ({clean(s.explanation)})" if s.explanation else "")
         for r, s in failing[:limit]
     ]
     if len(failing) > limit:
@@ -268,7 +285,7 @@ def _failure_type(score: Score, fail_under: float | None) -> str:
 
 
 def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = None, *, files: int | None = None,
-          allow_errors: bool = False) -> None:
+          allow_errors: bool = False, redact: Redactor | None = default_redactor) -> None:
     """One testcase per trajectory × scorer: a failing label or a value under the gate is a
     ``<failure>`` typed by the issue found, a scorer's error an ``<error>`` typed by the error,
     a score with nothing to judge ``<skipped>`` with why. A gate that fails on nothing (no run
@@ -276,6 +293,12 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
     report does not see an empty, green suite."""
     suite = ET.Element("testsuite", name="otel-toolscore")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    clean = redact or _plain
+
+    def details(score: Score) -> str:
+        value = redact_value(score.details, redact) if redact is not None else score.details
+        return _xml(json.dumps(value, indent=1, default=str)[:20_000])
+
     for run in runs:
         traj = run.trajectory
         for s in run.scores:
@@ -287,18 +310,18 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
             )
             if s.error:
                 counts["errors"] += 1
-                error = ET.SubElement(case, "error", type=_xml(s.error), message=_xml(s.explanation or s.error))
-                error.text = _xml(json.dumps(s.details, indent=1, default=str)[:20_000])
+                error = ET.SubElement(case, "error", type=_xml(s.error), message=_xml(clean(s.explanation or s.error)))
+                error.text = details(s)
             elif s.value is None:
                 counts["skipped"] += 1
                 label = s.label or "skipped"
-                ET.SubElement(case, "skipped", message=_xml(f"{label}: {s.explanation}" if s.explanation else label))
+                ET.SubElement(case, "skipped", message=_xml(f"{label}: {clean(s.explanation)}" if s.explanation else label))
             elif verdict(s, fail_under) == "fail":
                 counts["failures"] += 1
                 failure = ET.SubElement(case, "failure", type=_xml(_failure_type(s, fail_under)),
-                                        message=_xml(f"{s.name} = {s.value:g}: {s.explanation}"))
-                failure.text = _xml(json.dumps(s.details, indent=1, default=str)[:20_000])
-    reasons = gate_reasons(runs, fail_under, files=files, allow_errors=allow_errors)
+                                        message=_xml(f"{s.name} = {s.value:g}: {clean(s.explanation)}"))
+                failure.text = details(s)
+    reasons = gate_reasons(runs, fail_under, files=files, allow_errors=allow_errors, redact=redact)
     if reasons and not counts["failures"] and not counts["errors"]:
         # the gate fails on nothing (no run, every score skipped): without this testcase the suite
         # would be empty or all skipped, which CI servers show green
@@ -315,7 +338,7 @@ def junit(runs: Sequence[ScoredRun], out: TextIO, fail_under: float | None = Non
 
 
 def summary_line(runs: Sequence[ScoredRun], problems: int = 0, fail_under: float | None = None, *,
-                 files: int | None = None, allow_errors: bool = False) -> str:
+                 files: int | None = None, allow_errors: bool = False, redact: Redactor | None = default_redactor) -> str:
     """The one summary every format prints (under the table, on stderr beside JSON lines or
     JUnit XML): runs, and scores by ``verdict``, which the JUnit report and the exit status use
     too; the gate part says whether it passed and, if not, why (``gate_reasons``: exit 1).
@@ -330,7 +353,7 @@ def summary_line(runs: Sequence[ScoredRun], problems: int = 0, fail_under: float
         f"{counts['skipped']} skipped, {counts['error']} errors",
     ]
     if fail_under is not None:
-        reasons = gate_reasons(runs, fail_under, files=files, allow_errors=allow_errors)
+        reasons = gate_reasons(runs, fail_under, files=files, allow_errors=allow_errors, redact=redact)
         if reasons:
             parts.append(f"--fail-under {fail_under:g}: failed, exit 1: " + "; ".join(reasons))
         else:

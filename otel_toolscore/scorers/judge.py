@@ -12,7 +12,12 @@ to share them.
 
 Failure is not a score: every judge failure becomes a ``JudgeError`` with a low-cardinality
 ``error_type`` (judge_timeout, judge_rate_limited, judge_unavailable, judge_rejected,
-judge_invalid_output, judge_cost_cap), which ``LLMScorer.ascore`` turns into a Score with no value.
+judge_invalid_output, judge_cost_cap, judge_circuit_open, judge_request_budget), which
+``LLMScorer.ascore`` turns into a Score with no value.
+
+Storms are bounded per judge model (``_judge_guard``): a circuit breaker and a request budget,
+shared by every client of the model; an answer larger than ``max_response_bytes`` is refused
+before it is parsed (``_http_cap``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
 from otel_toolscore.extras import check, require
+from otel_toolscore.scorers import _judge_guard
+from otel_toolscore.scorers._http_cap import ResponseTooLarge, capped_client
+from otel_toolscore.scorers._judge_guard import CircuitOpen, Clock, ModelGuard
 from otel_toolscore.scorers._loop import on_judge_loop, run_sync
 from otel_toolscore.scorers.base import Score, Scorer, ScorerConfigError, ScorerKind, ScoringError
 from otel_toolscore.scorers.redaction import ContentBudget, DataBlocks, Redactor, make_redactor
@@ -72,6 +80,16 @@ class JudgeSettings(BaseModel):
     max_concurrency: int = Field(default=16, ge=1)
     requests_per_second: float | None = Field(default=None, gt=0)
     cost_cap_usd_per_hour: float | None = Field(default=None, ge=0)
+    #: HTTP attempts sent to this model (at this api_base, from every client) in any 60 s,
+    #: retries included; beyond it an evaluation ends as judge_request_budget, no request made
+    max_requests_per_minute: int | None = Field(default=None, ge=1)
+    #: consecutive failed attempts (5xx, 408, 429, timeouts, connection errors) of this model
+    #: after which its circuit breaker opens; None: no breaker
+    breaker_threshold: int | None = Field(default=5, ge=1)
+    #: seconds an open breaker waits before one probe request
+    breaker_cooldown_s: float = Field(default=30.0, gt=0)
+    #: the largest answer body read; a larger one is judge_invalid_output, never parsed
+    max_response_bytes: int = Field(default=1_000_000, ge=1024)
     cache_size: int = Field(default=2048, ge=0)
     #: auto: the JSON-schema response format where litellm says the model supports it, else JSON
     #: mode where the provider takes a response_format, else none; but json_schema, the schema
@@ -108,6 +126,18 @@ class JudgeInvalidOutput(JudgeError):
 
 class JudgeCostCap(JudgeError):
     error_type = "judge_cost_cap"
+
+
+class JudgeCircuitOpen(JudgeError):
+    """The model's circuit breaker is open: no request was made."""
+
+    error_type = "judge_circuit_open"
+
+
+class JudgeRequestBudget(JudgeError):
+    """The model's request budget for the last minute is spent: no request was made."""
+
+    error_type = "judge_request_budget"
 
 
 class AttemptDeadline(TimeoutError):
@@ -191,17 +221,18 @@ class TokenBucket:
     """requests_per_second with a burst of one second's worth. Reservations may go into debt,
     so waiters are served in order and the lock is never held across a sleep."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, *, clock: Clock = time.monotonic) -> None:
         self.rate = rate
         self.capacity = max(1.0, rate)
+        self.clock = clock
         self._tokens = self.capacity
-        self._last = time.monotonic()
+        self._last = clock()
         self._lock = threading.Lock()
 
     def reserve(self) -> float:
         """Take one token; the seconds to wait before using it."""
         with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             self._tokens = min(self.capacity, self._tokens + (now - self._last) * self.rate)
             self._last = now
             self._tokens -= 1.0
@@ -313,6 +344,12 @@ class _Failure:
     retryable: bool
     retry_after: float | None = None
 
+    @property
+    def counts_against_the_model(self) -> bool:
+        """Whether the breaker counts it: the model or its endpoint failing (5xx, 408, 429,
+        timeouts, connection errors), not a request it rejected or an answer it got wrong."""
+        return self.retryable
+
 
 @functools.lru_cache(maxsize=1)
 def _import_litellm() -> Any:
@@ -335,10 +372,18 @@ def _import_litellm() -> Any:
     return litellm
 
 
-class JudgeClient:
-    """Asks a judge model one structured question at a time (see ``ask``)."""
+Sleep = Callable[[float], Coroutine[Any, Any, None]]
 
-    def __init__(self, settings: JudgeSettings, *, on_judge: OnJudge | None = None) -> None:
+
+class JudgeClient:
+    """Asks a judge model one structured question at a time (see ``ask``).
+
+    ``guard``: the model's circuit breaker and request budget (default: the process's, shared
+    by every client of the same model and api_base); ``clock`` and ``sleep``: what the rate
+    limit and the retries' backoff use (tests record the waits instead of sitting them out)."""
+
+    def __init__(self, settings: JudgeSettings, *, on_judge: OnJudge | None = None, guard: ModelGuard | None = None,
+                 clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
         # Configuring a judge without litellm fails here, naming the extra, rather than as an
         # error evaluation on every run later.
         check("litellm", "judge", "an LLM-judged scorer")
@@ -347,7 +392,12 @@ class JudgeClient:
         #: judge loop's thread; the engine sets it to ``Emitter.record_judge``
         self.on_judge = on_judge
         self.cache = LRUCache(settings.cache_size)
-        self._bucket = TokenBucket(settings.requests_per_second) if settings.requests_per_second else None
+        self._bucket = TokenBucket(settings.requests_per_second, clock=clock) if settings.requests_per_second else None
+        self._sleep = sleep
+        self.guard = guard if guard is not None else _judge_guard.guard_for(
+            settings.model, settings.api_base, settings.breaker_threshold or 1, settings.breaker_cooldown_s)
+        # the size-capped HTTP client per event loop (see _http_client)
+        self._http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._costs = CostWindow()
         # Calls run on the judge loop only; one semaphore per loop still, because after a fork
         # the child starts a new judge loop and a semaphore cannot move between loops.
@@ -466,12 +516,13 @@ class JudgeClient:
     ) -> str | None:
         s = self.settings
         _import_litellm()  # a first import takes seconds: never inside an attempt's deadline
+        last: _Failure | None = None
         async with self._semaphore():
             for attempt in range(s.max_retries + 1):
                 if self._bucket is not None:
                     wait = self._bucket.reserve()
                     if wait > 0:
-                        await asyncio.sleep(wait)
+                        await self._sleep(wait)
                 # After the rate-limit wait, not before: other calls may have reached the cap
                 # while this one waited for its turn.
                 if s.cost_cap_usd_per_hour is not None:
@@ -481,23 +532,35 @@ class JudgeClient:
                             f"judge spending in the last hour (${spent:.4f}) reached the cap "
                             f"(${s.cost_cap_usd_per_hour:.4f}); no call made"
                         )
-                started = time.monotonic()
+                ticket = await self._admit(last)
                 try:
-                    response = await _within(s.timeout_s, self._acompletion(messages, response_format))
-                except Exception as exc:  # noqa: BLE001 - classified below, never escapes raw
-                    duration = time.monotonic() - started
-                    usage.add_failed_call(duration)
-                    self._notify(duration, None)
-                    failure = _classify(exc)
-                    if not failure.retryable or attempt >= s.max_retries:
-                        raise failure.error from None
-                    delay = self._backoff(attempt)
-                    if failure.retry_after is not None:
-                        if failure.retry_after > s.max_retry_after_s:
+                    if s.max_requests_per_minute is not None and not self.guard.budget.take(s.max_requests_per_minute):
+                        ticket.release("none")
+                        raise self._cut(last, JudgeRequestBudget(
+                            f"the judge's request budget ({s.max_requests_per_minute} per minute) is spent; "
+                            "no request made"))
+                    started = time.monotonic()
+                    try:
+                        response = await _within(s.timeout_s, self._acompletion(messages, response_format))
+                    except Exception as exc:  # noqa: BLE001 - classified below, never escapes raw
+                        duration = time.monotonic() - started
+                        usage.add_failed_call(duration)
+                        self._notify(duration, None)
+                        failure = _classify(exc)
+                        ticket.release("failure" if failure.counts_against_the_model else "none")
+                        if not failure.retryable or attempt >= s.max_retries:
                             raise failure.error from None
-                        delay = max(delay, failure.retry_after)
-                    await asyncio.sleep(delay)
-                    continue
+                        delay = self._backoff(attempt)
+                        if failure.retry_after is not None:
+                            if failure.retry_after > s.max_retry_after_s:
+                                raise failure.error from None
+                            delay = max(delay, failure.retry_after)
+                        last = failure
+                        await self._sleep(delay)
+                        continue
+                    ticket.release("success")
+                finally:
+                    ticket.release("none")  # cancelled, or refused by the budget: no outcome
                 duration = time.monotonic() - started
                 prompt, completion = _tokens(response)
                 cost = _cost(response)
@@ -507,6 +570,33 @@ class JudgeClient:
                 self._notify(duration, cost)
                 return _content(response)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _admit(self, last: _Failure | None) -> _judge_guard.Ticket:
+        """The breaker's permission for one attempt (a ticket that always admits without one)."""
+        if self.settings.breaker_threshold is None:
+            return _judge_guard.Ticket(_NO_BREAKER, turn=None, _done=True)
+        try:
+            return await self.guard.breaker.acquire(retry=last is not None)
+        except CircuitOpen as exc:
+            raise self._cut(last, JudgeCircuitOpen(str(exc))) from None
+
+    @staticmethod
+    def _cut(last: _Failure | None, refusal: JudgeError) -> JudgeError:
+        """What an evaluation ends with when a retry is refused: the failure it was retrying
+        (its real cause), noting why it stopped; the refusal itself when no request was made."""
+        if last is None:
+            return refusal
+        error = last.error
+        error.args = (f"{error}; not retried: {refusal}",)
+        return error
+
+    def _http_client(self) -> Any:
+        """The size-capped HTTP client for this event loop (the judge loop is re-created after
+        a fork, and an HTTP client cannot move between loops); None where litellm takes none."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._http:
+            self._http[loop] = capped_client(self.settings)
+        return self._http[loop]
 
     async def _acompletion(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> Any:
         litellm = _import_litellm()
@@ -526,6 +616,9 @@ class JudgeClient:
             kwargs["api_base"] = s.api_base
         if s.api_key is not None:
             kwargs["api_key"] = s.api_key.get_secret_value()
+        client = self._http_client()
+        if client is not None:
+            kwargs["client"] = client
         # The judge's own HTTP/LLM calls must not be traced into the app's traces (they would be
         # scored in turn); instrumentations honour this context key.
         from opentelemetry import context as otel_context
@@ -567,6 +660,14 @@ def _classify(exc: BaseException) -> _Failure:
     litellm = _import_litellm()
     status = getattr(exc, "status_code", None)
     message = " ".join(str(exc).split())[:300] or type(exc).__name__
+    # An answer the provider's client could not read as JSON (a body cut mid-object) or that was
+    # too large to read: the endpoint answered, its answer is unusable. Whatever litellm wrapped
+    # it in (InternalServerError, APIConnectionError), the cause is in the chain.
+    cause = _cause(exc, (json.JSONDecodeError, ResponseTooLarge))
+    if isinstance(cause, ResponseTooLarge):
+        return _Failure(JudgeInvalidOutput(str(cause)), retryable=False)
+    if cause is not None:
+        return _Failure(JudgeInvalidOutput(f"the answer's body is not complete JSON: {cause}"), retryable=False)
     if isinstance(exc, (litellm.Timeout, asyncio.TimeoutError, TimeoutError)) or status == 408:
         return _Failure(JudgeTimeout(message), retryable=True)
     if isinstance(exc, litellm.RateLimitError) or status == 429:
@@ -578,6 +679,19 @@ def _classify(exc: BaseException) -> _Failure:
     if isinstance(status, int) and 400 <= status < 500:
         return _Failure(JudgeRejected(message), retryable=False)
     return _Failure(JudgeUnavailable(f"{type(exc).__name__}: {message}"), retryable=False)
+
+
+def _cause(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kinds):
+            return current
+        if isinstance(current, JudgeError):  # ours: what it was raised while handling is not this call's
+            return None
+        seen.add(id(current))
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return None
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -642,7 +756,8 @@ def _content(response: Any) -> str | None:
         return None
 
 
-# --- the judge loop: where every judge call runs -----------------------------------------------
+#: the breaker of a client with ``breaker_threshold=None``: its tickets are never settled
+_NO_BREAKER = _judge_guard.CircuitBreaker()
 
 
 # --- the base of LLM-judged scorers -------------------------------------------------------------

@@ -6,8 +6,9 @@ and may hold secrets. Before it reaches a judge it is:
 1. shortened to a size budget, visibly (``…[shortened N chars]…``), so a judge never silently
    sees less than it thinks: first, so that redaction costs the same for a 1 MB tool result as
    for a 5 kB one (the judge's thread holds the GIL while a pattern runs; the app's threads wait);
-2. redacted: the default hook replaces API keys, bearer tokens, passwords in URLs, emails and
-   card numbers with ``[REDACTED:<kind>]``; a user hook replaces or extends it. Each kept piece
+2. redacted (``otel_toolscore.redaction``): the default hook replaces keys, tokens, passwords,
+   private keys, emails and card numbers with ``[REDACTED:<kind>]``; a user hook replaces or
+   extends it. Each kept piece
    is redacted with ``_CUT_MARGIN`` characters beyond its cut, so a secret that straddles a cut
    is redacted whole and then cut, never half kept;
 3. wrapped in a delimited data block whose delimiters cannot be forged from inside, so the
@@ -18,11 +19,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-Redactor = Callable[[str], str]
+# The redaction itself is the package's one component for everything that leaves the process
+# (otel_toolscore/redaction.py); re-exported here, where the judges' hygiene uses it.
+from otel_toolscore.redaction import Redactor, default_redactor, luhn_ok, make_redactor
+
+__all__ = [
+    "BLOCK_END", "BLOCK_START", "DATA_RULE", "ContentBudget", "DataBlocks", "Redactor", "as_text",
+    "default_redactor", "luhn_ok", "make_redactor", "neutralise", "redact_shortened", "shorten",
+]
 
 BLOCK_START = "<<<DATA id={id}>>>"
 BLOCK_END = "<<<END DATA>>>"
@@ -36,131 +44,6 @@ DATA_RULE = (
     "for privacy and …[shortened N chars]… marks content cut for length; neither is an error of "
     "the agent."
 )
-
-
-def _mark(kind: str) -> str:
-    return f"[REDACTED:{kind}]"
-
-
-def luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch)
-        if i % 2 == 1:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
-
-
-def _card(match: re.Match[str]) -> str:
-    digits = re.sub(r"\D", "", match.group(0))
-    # Length and Luhn both: order numbers, timestamps and phone numbers mostly fail one of them.
-    if 13 <= len(digits) <= 19 and luhn_ok(digits):
-        return _mark("card_number")
-    return match.group(0)
-
-
-# (pattern, replacement) in order. URL credentials go before emails: "user:pw@host.com" would
-# otherwise be half-eaten by the email pattern and leave the password in clear.
-# Every repeat that can start at many positions of one run of text is bounded ({1,64}, not +):
-# with + a run like ".a.a.a…" with no "@" or "://" is rescanned from each of its positions
-# (quadratic: a 20 kB tool result held the GIL for seconds). The bounds are the real lengths'
-# limits (URL scheme, e-mail local part 64, domain 255) or generous for secrets.
-_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,31}://[^\s:/@]{1,256}:)([^\s@/]{1,256})(@)"),
-     r"\1" + _mark("url_password") + r"\3"),
-    (re.compile(r"(?i)\b(bearer\s{1,16})[A-Za-z0-9\-._~+/]{8,}=*"), r"\1" + _mark("bearer_token")),
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), _mark("api_key")),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), _mark("aws_access_key")),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), _mark("github_token")),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), _mark("slack_token")),
-    # A long token-like value after a key that names a secret, in JSON, YAML, headers or
-    # query strings: "api_key": "…", token=…, X-Api-Key: …, client_secret: '…'.
-    (
-        re.compile(
-            r"(?i)((?:api[_\-]?key|apikey|access[_\-]?key|secret[_\-]?key|client[_\-]?secret|"
-            r"secret|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|token|password|passwd)"
-            r"[\"']?\s{0,16}[:=]\s{0,16}[\"']?)([A-Za-z0-9_\-./+=]{16,})"
-        ),
-        r"\1" + _mark("secret"),
-    ),
-    # Token shapes of real services (issue 18), each linear: a fixed prefix, then one character
-    # class that cannot overlap what follows it.
-    # Prefixed live/test keys (Stripe sk_live_/pk_test_/rk_live_, tok_live_… and the many
-    # services that copied the shape), however short the rest, as long as it holds a digit:
-    # identifiers like get_live_scores or run_test_case stay readable.
-    (re.compile(r"\b[a-z]{2,8}_(?:live|test|prod)_(?=[A-Za-z0-9]{4})[A-Za-z]*\d[A-Za-z0-9]*"), _mark("api_key")),
-    (re.compile(r"\bwhsec_[A-Za-z0-9]{16,}"), _mark("api_key")),
-    # JWTs: base64url header and payload (both JSON objects, so "eyJ"), optional signature.
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]{6,}\.eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*"), _mark("jwt")),
-    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), _mark("gitlab_token")),
-    # Slack tokens of every kind (xoxb, xoxp, xoxe, xoxc, xapp), refresh tokens' "xoxe.xoxp-" too.
-    (re.compile(r"\b(?:xox[a-z](?:\.xox[a-z])?|xapp)-[A-Za-z0-9\-]{10,}"), _mark("slack_token")),
-    # token=/api_key:/password= assignments whose value is shorter than the rule above takes.
-    (
-        re.compile(
-            r"(?i)((?:api[_\-]?key|apikey|access[_\-]?key|secret[_\-]?key|client[_\-]?secret|"
-            r"secret|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|token|password|passwd|pwd)"
-            r"[\"']?[ \t]*[:=][ \t]*[\"']?)([A-Za-z0-9_\-./+=]{6,})"
-        ),
-        r"\1" + _mark("secret"),
-    ),
-    (re.compile(r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9.\-]{1,255}\.[A-Za-z]{2,63}\b"), _mark("email")),
-    (re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"), _card),
-]
-
-
-# What every rule's match must contain, so that a text without any of it is left as it is and the
-# rules need not run (most explanations and many tool results hold nothing secret-like; the
-# pre-check costs a few percent of the rules). One entry per rule above, in its order; a rule
-# added there needs its entry here (tests/test_redaction_precheck.py checks them against each
-# other). The case-insensitive rules are checked with the same flag, so the engine's case folding
-# (e.g. "ſ" for "s") is the same on both sides.
-_TRIGGERS = re.compile(
-    r"@"  # URL credentials (user:pw@), e-mails
-    r"|sk-|A[KS]IA|gh[pousr]_|github_pat_|xox|xapp-|_(?:live|test|prod)_|whsec_|\.eyJ|glpat-"
-    r"|\d(?:[ -]?\d){12}"  # card numbers: 13 digits at least
-)
-_BEARER = re.compile(r"(?i)bearer")
-# Both secret-assignment rules: a key word's ending, then the [:=] they all need.
-_ASSIGNMENT = re.compile(r"(?i)(?:key|secret|token|passw(?:or)?d|pwd)[\"']?\s*[:=]")
-
-
-def _may_hold_secret(text: str) -> bool:
-    """False when no rule of the default redaction can match ``text`` (it would come back as it
-    is); True when one might."""
-    if _TRIGGERS.search(text) is not None or _BEARER.search(text) is not None:
-        return True
-    return (":" in text or "=" in text) and _ASSIGNMENT.search(text) is not None
-
-
-def _apply_rules(text: str) -> str:
-    for pattern, replacement in _RULES:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def default_redactor(text: str) -> str:
-    """Replace secrets and personal data with ``[REDACTED:<kind>]``."""
-    # No rule can change a text without any of their triggers; a rule that changes nothing
-    # leaves the next one the same text, so none of them would.
-    return _apply_rules(text) if _may_hold_secret(text) else text
-
-
-def make_redactor(hook: Redactor | None = None, *, replace_default: bool = False) -> Redactor:
-    """The redactor a judge uses: the default, then ``hook`` (extending it), or ``hook`` alone
-    with ``replace_default=True`` (the user takes full responsibility)."""
-    if hook is None:
-        return default_redactor
-    if replace_default:
-        return hook
-
-    def both(text: str) -> str:
-        return hook(default_redactor(text))
-
-    return both
 
 
 def shorten(text: str, limit: int) -> str:
