@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from otel_toolscore.scorers.results import Issue
@@ -14,11 +13,10 @@ _MAX_ACTUAL_CHARS = 200
 # (encode() keeps no state between calls, so sharing them is safe).
 _SMALL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 _CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-# The C encoder ``_CANONICAL_ENCODER.encode`` builds on every call, built once (its set-up costs
-# more than encoding a tool's arguments) and without circular-reference markers: what it cannot
-# encode (a cycle included) goes through ``_CANONICAL_ENCODER``, which says what it is as before.
-_c_canonical = (c_make_encoder(None, str, encode_basestring, None, ":", ",", True, False, True)
-                if c_make_encoder is not None else None)
+# Without circular-reference markers (parsed JSON holds no cycle): what it cannot encode, a cycle
+# included, goes through ``_CANONICAL_ENCODER``, which says what it is.
+_QUICK_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                            default=str, check_circular=False)
 
 
 def suggestions_of(issues: list[Issue]) -> list[str]:
@@ -49,12 +47,10 @@ def clip(text: str, limit: int = _MAX_ACTUAL_CHARS) -> str:
 
 def canonical_json(value: Any) -> str:
     """Order-insensitive text of a JSON-like value, for equality of arguments and results."""
-    if _c_canonical is not None:
-        try:
-            return "".join(_c_canonical(value, 0))
-        except (TypeError, ValueError, RecursionError):
-            pass
-    return _encode(_CANONICAL_ENCODER, value)
+    try:
+        return _QUICK_CANONICAL_ENCODER.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return _encode(_CANONICAL_ENCODER, value)
 
 
 def _encode(encoder: json.JSONEncoder, value: Any) -> str:
