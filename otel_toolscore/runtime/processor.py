@@ -71,7 +71,12 @@ _SEND_EVERY_S = 0.005
 #: scoring="thread": with this many runs queued behind the one being scored, the worker packs
 #: them (``_pack_backlog``): a backlog that long is one the app's collector would walk
 _PACK_AT = 64
+#: at least this many traces evicted at max_spans_per_trace are remembered (docs/reliability.md,
+#: "Runs larger than the span bound"), so that their later spans are only forwarded
+_TOO_LARGE_KEPT = 1024
 _UNKNOWN = object()
+#: the tally's key for runs evicted at max_spans_per_trace (an outcome, not an eviction reason)
+_TOO_LARGE = "runs too_large"
 
 
 @dataclass(eq=False, slots=True)
@@ -330,6 +335,11 @@ class ToolScoreSpanProcessor(SpanProcessor):
         # would pay for every run dropped exactly when the process is overloaded.
         self._tally_lock = threading.Lock()
         self._tally: Counter[str] = Counter()
+        # Traces evicted at max_spans_per_trace, oldest first: their later spans are forwarded
+        # only, never buffered again, so no fragment of a run too large to buffer is scored as
+        # if it were the whole run. Bounded: the oldest mark goes first.
+        self._too_large: OrderedDict[int, None] = OrderedDict()
+        self._too_large_kept = max(_TOO_LARGE_KEPT, self.settings.max_pending_traces)
         self._seq = itertools.count()
         self._queue = _ReadyQueue(self.settings.queue_size)
         # Ready items submitted and not yet done, counted before they enter the queue: a count
@@ -387,10 +397,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
             bound = self._trace_bound
             if bound is None or trace_id & TRACE_ID_LIMIT < bound:  # (else: only forwarded)
                 with self._lock:
-                    if not self._shutdown:
-                        buf = self._pending.get(trace_id)
-                        if buf is None:
-                            buf, evicted = self._new_buffer(trace_id, time.monotonic())
+                    buf = self._pending.get(trace_id) if not self._shutdown else None
+                    if buf is None and not self._shutdown and trace_id not in self._too_large:
+                        buf, evicted = self._new_buffer(trace_id, time.monotonic())
+                    if buf is not None:
                         if not self._quiet:
                             # The live span is kept while open: its parent, and whether it is an
                             # agent, are read from it only when a walk up the tree needs them (not
@@ -440,7 +450,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
             held = _Held(span, span_id, now + self._hold_timeout) if agent else None
             with self._lock:
                 buf = self._pending.get(trace_id) if not self._shutdown else None
-                if buf is None and self._quiet and not self._shutdown:
+                if buf is None and self._quiet and not self._shutdown and trace_id not in self._too_large:
                     buf, crowded = self._new_buffer(trace_id, now)
                 if buf is not None:
                     if self._quiet:
@@ -505,6 +515,9 @@ class ToolScoreSpanProcessor(SpanProcessor):
                     trace_id, span_id, kind = seen
                     buf = pending.get(trace_id)
                     if buf is None:
+                        if trace_id in self._too_large:
+                            after.append(span)
+                            continue
                         buf, crowded = self._new_buffer(trace_id, now)
                     held, full = self._add_quiet(trace_id, buf, span, kind,
                                                  _Held(span, span_id, deadline) if kind == "agent" else None, now)
@@ -534,7 +547,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                    held: _Held | None, now: float) -> tuple[bool, _TraceBuffer | None]:
         """Under the lock (quiet mode): buffer the span; the timer decides completion."""
         if len(buf.spans) >= self._max_spans:
-            return False, self._pending.pop(trace_id)
+            return False, self._too_big(trace_id)
         buf.spans.append(span)
         if kind is not None:
             buf.genai = True
@@ -572,7 +585,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
                 self._finish_if_idle(trace_id, buf, ready)
             return False, None, ready
         if len(buf.spans) >= self._max_spans or len(buf.parents) >= self._max_parents:
-            return False, self._pending.pop(trace_id), None
+            return False, self._too_big(trace_id), None
         buf.spans.append(span)
         if kind is not None:
             buf.genai = True
@@ -597,6 +610,17 @@ class ToolScoreSpanProcessor(SpanProcessor):
         if not buf.open_ids:
             self._finish_if_idle(trace_id, buf, ready)
         return held is not None, None, ready
+
+    def _too_big(self, trace_id: int) -> _TraceBuffer:
+        """Under the lock: the trace has outgrown max_spans_per_trace. Its buffer goes (the caller
+        evicts it) and the trace is marked, so that its later spans are only forwarded: a later
+        fragment scored would be scored as the whole run (docs/reliability.md, "Runs larger
+        than the span bound")."""
+        marks = self._too_large
+        marks[trace_id] = None
+        if len(marks) > self._too_large_kept:
+            marks.popitem(last=False)
+        return self._pending.pop(trace_id)
 
     def _new_buffer(self, trace_id: int, now: float) -> tuple[_TraceBuffer, _TraceBuffer | None]:
         """Under the lock: a buffer for a new trace, evicting the oldest when at the cap."""
@@ -746,11 +770,15 @@ class ToolScoreSpanProcessor(SpanProcessor):
 
     def _evict(self, buf: _TraceBuffer, reason: str) -> None:
         self.stats[f"evicted_{reason}"] += 1
+        # a run that will not be scored: dropped, as for a full queue, or too large to score
+        lost = bool(buf.held or buf.runs or buf.genai)
+        too_large = reason == "max_spans_per_trace"
+        if too_large and lost:
+            self.stats["runs_too_large"] += 1
         with self._tally_lock:
             self._tally[reason] += 1
-            # a run that will not be scored, as for a full queue
-            if buf.held or buf.runs or buf.genai:
-                self._tally["dropped"] += 1
+            if lost:
+                self._tally[_TOO_LARGE if too_large else "dropped"] += 1
         self._release_all(buf.held)
 
     def _flush_tally(self) -> None:
@@ -763,6 +791,9 @@ class ToolScoreSpanProcessor(SpanProcessor):
             dropped = tally.pop("dropped", 0)
             if dropped:
                 self._engine.count_dropped(n=dropped)
+            too_large = tally.pop(_TOO_LARGE, 0)
+            if too_large:
+                self._engine.count_dropped(n=too_large, outcome="too_large")
             for reason, n in tally.items():
                 self._emitter.count_evicted(reason, n)
         except Exception:  # counting must not stop the worker
