@@ -377,3 +377,83 @@ def test_tool_schemas_cross_to_the_scoring_process() -> None:
     finally:
         for p in (thread, process):
             p.processor.shutdown()
+
+
+# --- tool schemas: the schemas cross the pipe, the child compiles them (issue 30) -----------------
+
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+               (dict, "object"))
+
+
+def _json_type(value: Any) -> str | None:
+    return next((name for kind, name in _JSON_TYPES if type(value) is kind), None)
+
+
+def _schemas_of(files: list[Path]) -> dict[str, Any]:
+    """A schema for every tool called in ``files``: each argument typed as recorded, required
+    when every call gave it; every other tool's first argument typed wrong, so that both modes
+    have failures to agree on as well as passes."""
+    from otel_toolscore.assemble import build_trajectories
+
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for path in files:
+        for traj in build_trajectories(read_otlp_json(path)):
+            for call in traj.tool_calls:
+                if call.name:
+                    seen.setdefault(call.name, []).append(call.arguments if isinstance(call.arguments, dict) else {})
+    schemas: dict[str, Any] = {}
+    for i, (name, calls) in enumerate(sorted(seen.items())):
+        props: dict[str, Any] = {}
+        for args in calls:
+            for key, value in args.items():
+                kind = _json_type(value)
+                if kind is not None and props.get(key, {"type": kind}) == {"type": kind}:
+                    props[key] = {"type": kind}
+                else:
+                    props[key] = {}  # types differ between calls: anything
+        required = sorted(k for k in props if all(k in args for args in calls))
+        typed = [k for k in props if props[k]]
+        if i % 2 and typed:
+            props[typed[0]] = {"type": "null"}
+        schemas[name] = {"type": "object", "properties": props, "required": required}
+    return schemas
+
+
+def test_what_crosses_to_the_scoring_process_is_schemas_not_validators() -> None:
+    import pickle
+
+    from otel_toolscore.scorers.tool_validation import ToolCallValidation
+
+    schemas = _schemas_of(FILES)
+    assert len(schemas) >= 5
+    p = Pipeline(scoring="process", tool_schemas=schemas)
+    try:
+        remote = p.processor._remote
+        assert remote is not None
+        _, sent = pickle.loads(remote._spec)
+        # no compiled validator, nor anything of jsonschema, in what the child is sent
+        assert b"jsonschema" not in sent and b"CompiledSchema" not in sent
+        _, scorers = pickle.loads(sent)  # as the child reads it: the schemas, compiled there
+        validation = next(s for s in scorers if isinstance(s, ToolCallValidation))
+        assert {name: spec.schema for name, spec in validation.specs.items()} == schemas
+        assert {spec.name for spec, _ in validation._compiled.values()} == set(schemas)
+    finally:
+        p.processor.shutdown()
+
+
+def test_tool_schemas_on_every_fixture_score_the_same_in_both_modes() -> None:
+    schemas = _schemas_of(FILES)
+    thread, process = Pipeline(scoring="thread", tool_schemas=schemas), Pipeline(scoring="process", tool_schemas=schemas)
+    try:
+        for p in (thread, process):
+            _replay_all(p, FILES)
+        assert process.processor._remote is not None and process.processor._remote.stats["started"] == 1
+        scores = [a.attributes.get("toolscore.tool_call_validation.score") for a in _agents(thread)]
+        checked = [s for s in scores if s is not None]
+        assert any(s == 1 for s in checked) and any(s < 1 for s in checked)  # passes and failures
+        assert _spans(process) == _spans(thread)
+        assert _events(process) == _events(thread)
+        assert _metrics(process) == _metrics(thread)
+    finally:
+        for p in (thread, process):
+            p.processor.shutdown()
