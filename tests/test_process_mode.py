@@ -23,8 +23,10 @@ from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.replay import replay
 from otel_toolscore.scorers.base import Score, Scorer
 from tests.support import paths
+from tests.support.clock import SteppedClock
 from tests.support.pipeline import Pipeline, id_counts
 from tests.support.spans import weather_run
+from tests.support.timing import wait_for
 from tests.test_three_paths import FILES
 
 # --- what reaches the exporter, without what differs from run to run (ids drawn, clocks) ---------
@@ -188,15 +190,11 @@ def test_a_hung_child_is_bounded_by_the_hold_and_then_replaced(tmp_path: Path) -
     remote = p.processor._remote
     assert remote is not None
     remote.hung_after = 1.0
-    t0 = time.monotonic()
     weather_run(tracer)
-    while not _agents(p):
-        assert time.monotonic() - t0 < 30
-        time.sleep(0.01)
+    assert wait_for(lambda: bool(_agents(p)), 30)
     assert p.processor.stats["holds_expired"] == 1  # the hold ran out: the span left unscored
-    while p.processor.stats[f"runs_{OUTCOME_DIED}"] < 1:  # then the silent child was killed
-        assert time.monotonic() - t0 < 30
-        time.sleep(0.05)
+    # then the silent child was killed
+    assert wait_for(lambda: p.processor.stats[f"runs_{OUTCOME_DIED}"] >= 1, 30)
     assert _outcomes(p)[("slow", OUTCOME_DIED)] == 1
     p.processor.shutdown()
     assert len(_agents(p)) == 1
@@ -210,9 +208,11 @@ def test_shutdown_with_runs_in_flight_forwards_everything_once() -> None:
     while not any("toolscore.slow.label" in s.attributes for s in _agents(p)):  # the child is scoring
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    t0 = time.monotonic()
-    p.processor.shutdown()
-    assert time.monotonic() - t0 < 1.0 + 1.0 + 5.0  # shutdown_timeout, the joins, the child's exit
+    with SteppedClock(p.processor) as clock:
+        p.processor.shutdown()
+    # it waited for the runs in flight shutdown_timeout and no longer (the joins and the child's
+    # stop were given what was left of it: nothing)
+    assert clock.waited == pytest.approx(1.0)
     agents = _agents(p)
     assert len(agents) == 12
     assert max(id_counts(p.exported()).values()) == 1

@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers.base import Score, Scorer
+from tests.support.clock import SteppedClock
 from tests.support.env import without_otel
 from tests.support.paths import REPO
 from tests.support.pipeline import InMemoryLogExporter
@@ -176,10 +177,12 @@ def scored(span: ReadableSpan) -> bool:
     return any(k.startswith("toolscore.") for k in span.attributes or {})
 
 
-def timed(fn: Any, *args: Any) -> float:
-    t0 = time.monotonic()
-    fn(*args)
-    return time.monotonic() - t0
+def waited(app: App, fn: Any) -> float:
+    """How long ``fn`` had the processor wait (for scoring, judges, its threads), on a clock
+    that moves only by what the processor asks to wait (tests/support/clock.py)."""
+    with SteppedClock(app.processor) as clock:
+        fn()
+    return clock.waited
 
 
 # --- shutdown while scoring ----------------------------------------------------------------------
@@ -190,7 +193,7 @@ def test_shutdown_while_a_code_scorer_is_mid_run_forwards_the_span_once_unscored
     app = App([gate], hold_timeout=60, shutdown_timeout=0.5)
     app.run()
     assert gate.entered.wait(10)
-    assert timed(app.processor.shutdown) < 0.5 + MARGIN_S
+    assert waited(app, app.processor.shutdown) == pytest.approx(0.5)  # shutdown_timeout, no more
     assert app.downstream.names() == Counter({AGENT: 1, "chat m": 2, "execute_tool get_weather": 1})
     assert not scored(app.downstream.agents()[0])
     assert app.downstream.shutdowns == 1
@@ -211,7 +214,7 @@ def test_shutdown_with_the_scoring_queue_full_forwards_every_run_once() -> None:
     for _ in range(3):  # one waits in the queue, the others find it full
         app.run()
     assert app.processor.stats["dropped_queue_full"] >= 1
-    assert timed(app.processor.shutdown) < 0.5 + MARGIN_S
+    assert waited(app, app.processor.shutdown) == pytest.approx(0.5)
     assert app.downstream.names()[AGENT] == 4
     assert app.downstream.names()["execute_tool get_weather"] == 4
     assert not any(scored(s) for s in app.downstream.agents())
@@ -227,9 +230,9 @@ def test_force_flush_returns_false_within_its_timeout_while_scoring_hangs() -> N
     app = App([gate], hold_timeout=60)
     app.run()
     assert gate.entered.wait(10)
-    t0 = time.monotonic()
-    assert app.processor.force_flush(300) is False
-    assert time.monotonic() - t0 < 0.3 + MARGIN_S
+    with SteppedClock(app.processor) as clock:
+        assert app.processor.force_flush(300) is False
+    assert clock.waited == pytest.approx(0.3)  # its timeout, no more
     gate.release.set()
     assert app.processor.force_flush(10_000) is True
     assert scored(app.downstream.agents()[0])
@@ -371,7 +374,7 @@ def test_a_downstream_hanging_in_on_end_for_a_held_span_keeps_holds_and_shutdown
     assert wait_for(lambda: len(down.agents()) == 2)
     assert not scored(down.agents()[1])
     app.run()
-    assert timed(app.provider.shutdown) < 0.5 + MARGIN_S
+    assert waited(app, app.provider.shutdown) <= 0.5 + 1e-9
     assert down.names()[AGENT] == 3 and down.names()["execute_tool get_weather"] == 3
     assert down.shutdowns == 1
     down.release.set()
@@ -434,10 +437,10 @@ def test_shutdown_from_inside_a_scorer_completes_and_forwards_everything() -> No
     scorer = ShutsDown()
     app = App([scorer], hold_timeout=60, shutdown_timeout=0.5)
     scorer.processor = app.processor
-    t0 = time.monotonic()
-    app.run()
-    assert wait_for(lambda: app.downstream.shutdowns == 1, 0.5 + MARGIN_S), "shutdown did not complete"
-    assert time.monotonic() - t0 < 0.5 + MARGIN_S
+    with SteppedClock(app.processor) as clock:
+        app.run()
+        assert wait_for(lambda: app.downstream.shutdowns == 1, 0.5 + MARGIN_S), "shutdown did not complete"
+    assert clock.waited == 0  # on the worker, it cannot wait for the worker, and does not
     assert app.downstream.names()[AGENT] == 1
     app.processor._worker.join(5)
     assert not app.processor._worker.is_alive()
@@ -491,7 +494,7 @@ def test_shutdown_during_an_on_end_storm_loses_and_duplicates_nothing() -> None:
     for t in threads:
         t.start()
     time.sleep(0.3)
-    assert timed(app.processor.shutdown) < 1 + MARGIN_S
+    assert waited(app, app.processor.shutdown) <= 1 + 1e-9
     time.sleep(0.1)  # runs still start and end after shutdown
     stop.set()
     for t in threads:
@@ -577,7 +580,7 @@ def test_fork_with_a_judge_in_flight_gives_the_child_a_working_judge_loop() -> N
     assert code == 0, result
     assert result == {"flushed": True, "values": [0.75]}
     assert app.processor.force_flush(300) is False  # the parent's judge is still in flight
-    assert timed(app.provider.shutdown) < 0.5 + MARGIN_S
+    assert waited(app, app.provider.shutdown) <= 0.5 + 1e-9
 
 
 @needs_fork
