@@ -94,7 +94,7 @@ class Buffers:
         self._marks_kept = max(TOO_LARGE_KEPT, settings.max_pending_traces)
 
     def add_quiet(self, trace_id: int, buf: TraceBuffer, span: ReadableSpan, kind: str | None,
-                   held: Held | None, now: float) -> tuple[bool, TraceBuffer | None]:
+                  held: Held | None, now: float) -> tuple[bool, TraceBuffer | None]:
         """Under the lock (quiet mode): buffer the span; the timer decides completion."""
         if len(buf.spans) >= self._max_spans:
             return False, self.too_big(trace_id)
@@ -107,7 +107,7 @@ class Buffers:
         return held is not None, None
 
     def add_live(self, trace_id: int, span_id: int, buf: TraceBuffer, span: ReadableSpan, kind: str | None,
-                  held: Held | None, now: float) -> tuple[bool, TraceBuffer | None, list[Ready] | None]:
+                 held: Held | None, now: float) -> tuple[bool, TraceBuffer | None, list[Ready] | None]:
         """Under the lock (open_spans mode): buffer an ending span and complete what it completes.
 
         Returns (held, evicted buffer, runs completed or None). Every span of
