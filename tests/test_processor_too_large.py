@@ -105,3 +105,45 @@ def test_the_next_run_after_a_too_large_one_is_scored() -> None:
         assert p.processor.stats["runs_too_large"] == 1
     finally:
         p.processor.shutdown()
+
+
+def test_a_50001_span_run_sent_to_serve_is_skipped_too_large_and_counted_once() -> None:
+    """The real sidecar: the run over OTLP/HTTP (protobuf, 2,000 spans a request) on loopback."""
+    import urllib.request
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_toolscore.runtime.serve import ToolScoreServer
+    from tests.support.spans import pb_body
+
+    spans = _huge_run()
+    exported = InMemorySpanExporter()
+    reader = InMemoryMetricReader()
+    server = ToolScoreServer(span_exporter=exported, grpc_port=None, http_port=0, decision_wait=0.2,
+                             events=False, meter_provider=MeterProvider(metric_readers=[reader]))
+    addresses = server.start()
+    try:
+        for i in range(0, len(spans), 2_000):
+            request = urllib.request.Request(f"{addresses.http_endpoint}/v1/traces", data=pb_body(spans[i:i + 2_000]),
+                                             headers={"Content-Type": "application/x-protobuf"})
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                assert answer.status == 200
+        processor = server.processor
+        assert processor is not None
+        names = set(processor._engine.scorer_names)
+    finally:
+        assert server.stop(60)
+    out = list(exported.get_finished_spans())
+    assert id_counts(out) == id_counts(spans)  # every span once, and nothing else (no evaluation span)
+    assert not any(k.startswith("toolscore.") for s in out for k in (s.attributes or {}))
+    data = reader.get_metrics_data()
+    outcomes: Counter[tuple[str, str]] = Counter()
+    for rm in data.resource_metrics if data else []:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if m.name == "toolscore.evaluations":
+                    for pt in m.data.data_points:
+                        outcomes[(pt.attributes["gen_ai.evaluation.name"], pt.attributes["outcome"])] += pt.value
+    assert outcomes == {(name, "too_large"): 1 for name in names}
