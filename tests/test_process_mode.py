@@ -150,17 +150,11 @@ def test_a_child_killed_mid_run_loses_no_span_and_is_replaced(tmp_path: Path) ->
     remote = p.processor._remote
     assert remote is not None
     weather_run(tracer)
-    deadline = time.monotonic() + 60
-    while not marker.exists():  # the child is scoring the run now
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    assert wait_for(marker.exists, 60)  # the child is scoring the run now
     first = remote.pid
     assert first is not None
     os.kill(first, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while not _agents(p):  # released on the child's death, long before hold_timeout
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    assert wait_for(lambda: bool(_agents(p)), 30)  # released on the child's death, long before hold_timeout
     assert "toolscore.scored" not in _agents(p)[0].attributes
     assert p.processor.stats[f"runs_{OUTCOME_DIED}"] == 1 and remote.stats["died"] == 1
     # the next run: a new child (the marker is there: no sleep), scored
@@ -204,10 +198,7 @@ def test_shutdown_with_runs_in_flight_forwards_everything_once() -> None:
     p, tracer = _setup([Slow(0.25), "tool_call_validation"], hold_timeout=30.0, shutdown_timeout=1.0)
     for _ in range(12):
         weather_run(tracer)
-    deadline = time.monotonic() + 60
-    while not any("toolscore.slow.label" in s.attributes for s in _agents(p)):  # the child is scoring
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    assert wait_for(lambda: any("toolscore.slow.label" in s.attributes for s in _agents(p)), 60)  # the child scores
     with SteppedClock(p.processor) as clock:
         p.processor.shutdown()
     # it waited for the runs in flight shutdown_timeout and no longer (the joins and the child's
@@ -267,12 +258,7 @@ def test_a_fork_of_the_app_gets_its_own_scoring_process() -> None:
 
 
 def _wait_gone(pid: int) -> bool:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if _gone(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_for(lambda: _gone(pid), 10)
 
 
 # --- construction and settings ---------------------------------------------------------------------
