@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import inspect
 import re
 import shutil
@@ -183,7 +184,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             # the span id a _Held carries: an int where _score formats it, else the hex text
             # (in ``_apply`` since scoring="process" split it out of ``_score``)
             cls = proc_mod.ToolScoreSpanProcessor
-            int_ids = "format(h.span_id" in inspect.getsource(getattr(cls, "_apply", cls._score))
+            # (in ``runtime._processor.scoring.Scoring.apply`` since the processor's split)
+            apply = getattr(cls, "_apply", cls._score)
+            try:
+                apply = importlib.import_module(
+                    f"{proc_mod.__name__.split('.')[0]}.runtime._processor.scoring").Scoring.apply
+            except ModuleNotFoundError:
+                pass
+            int_ids = "format(h.span_id" in inspect.getsource(apply)
             items = []
             for spans in runs:
                 held = []

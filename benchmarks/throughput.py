@@ -53,7 +53,14 @@ class NullProcessor(SpanProcessor):
 # Older versions of the processor kept a held span's id as hex text (benchmarks.compare and
 # before/after runs import them too).
 # (``_apply``: the part of ``_score`` that releases the held spans, once scoring="process" came)
-_INT_SPAN_IDS = "format(h.span_id" in inspect.getsource(getattr(ToolScoreSpanProcessor, "_apply", ToolScoreSpanProcessor._score))
+# (since the processor's split, ``_processor.scoring.Scoring.apply``)
+try:
+    from otel_toolscore.runtime._processor.scoring import Scoring as _Scoring
+
+    _APPLY: Any = _Scoring.apply
+except ImportError:  # an older tree
+    _APPLY = getattr(ToolScoreSpanProcessor, "_apply", ToolScoreSpanProcessor._score)
+_INT_SPAN_IDS = "format(h.span_id" in inspect.getsource(_APPLY)
 
 
 def ready_item(spans: Sequence[ReadableSpan]) -> _Ready:

@@ -23,8 +23,10 @@ from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.replay import replay
 from otel_toolscore.scorers.base import Score, Scorer
 from tests.support import paths
+from tests.support.clock import SteppedClock
 from tests.support.pipeline import Pipeline, id_counts
 from tests.support.spans import weather_run
+from tests.support.timing import wait_for
 from tests.test_three_paths import FILES
 
 # --- what reaches the exporter, without what differs from run to run (ids drawn, clocks) ---------
@@ -148,17 +150,11 @@ def test_a_child_killed_mid_run_loses_no_span_and_is_replaced(tmp_path: Path) ->
     remote = p.processor._remote
     assert remote is not None
     weather_run(tracer)
-    deadline = time.monotonic() + 60
-    while not marker.exists():  # the child is scoring the run now
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    assert wait_for(marker.exists, 60)  # the child is scoring the run now
     first = remote.pid
     assert first is not None
     os.kill(first, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while not _agents(p):  # released on the child's death, long before hold_timeout
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    assert wait_for(lambda: bool(_agents(p)), 30)  # released on the child's death, long before hold_timeout
     assert "toolscore.scored" not in _agents(p)[0].attributes
     assert p.processor.stats[f"runs_{OUTCOME_DIED}"] == 1 and remote.stats["died"] == 1
     # the next run: a new child (the marker is there: no sleep), scored
@@ -188,15 +184,11 @@ def test_a_hung_child_is_bounded_by_the_hold_and_then_replaced(tmp_path: Path) -
     remote = p.processor._remote
     assert remote is not None
     remote.hung_after = 1.0
-    t0 = time.monotonic()
     weather_run(tracer)
-    while not _agents(p):
-        assert time.monotonic() - t0 < 30
-        time.sleep(0.01)
+    assert wait_for(lambda: bool(_agents(p)), 30)
     assert p.processor.stats["holds_expired"] == 1  # the hold ran out: the span left unscored
-    while p.processor.stats[f"runs_{OUTCOME_DIED}"] < 1:  # then the silent child was killed
-        assert time.monotonic() - t0 < 30
-        time.sleep(0.05)
+    # then the silent child was killed
+    assert wait_for(lambda: p.processor.stats[f"runs_{OUTCOME_DIED}"] >= 1, 30)
     assert _outcomes(p)[("slow", OUTCOME_DIED)] == 1
     p.processor.shutdown()
     assert len(_agents(p)) == 1
@@ -206,13 +198,12 @@ def test_shutdown_with_runs_in_flight_forwards_everything_once() -> None:
     p, tracer = _setup([Slow(0.25), "tool_call_validation"], hold_timeout=30.0, shutdown_timeout=1.0)
     for _ in range(12):
         weather_run(tracer)
-    deadline = time.monotonic() + 60
-    while not any("toolscore.slow.label" in s.attributes for s in _agents(p)):  # the child is scoring
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    t0 = time.monotonic()
-    p.processor.shutdown()
-    assert time.monotonic() - t0 < 1.0 + 1.0 + 5.0  # shutdown_timeout, the joins, the child's exit
+    assert wait_for(lambda: any("toolscore.slow.label" in s.attributes for s in _agents(p)), 60)  # the child scores
+    with SteppedClock(p.processor) as clock:
+        p.processor.shutdown()
+    # it waited for the runs in flight shutdown_timeout and no longer (the joins and the child's
+    # stop were given what was left of it: nothing)
+    assert clock.waited == pytest.approx(1.0)
     agents = _agents(p)
     assert len(agents) == 12
     assert max(id_counts(p.exported()).values()) == 1
@@ -267,12 +258,7 @@ def test_a_fork_of_the_app_gets_its_own_scoring_process() -> None:
 
 
 def _wait_gone(pid: int) -> bool:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if _gone(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_for(lambda: _gone(pid), 10)
 
 
 # --- construction and settings ---------------------------------------------------------------------
@@ -374,6 +360,86 @@ def test_tool_schemas_cross_to_the_scoring_process() -> None:
         scored = [a.attributes.get("toolscore.tool_call_validation.score") for a in _agents(process)]
         assert any(score is not None and score < 1 for score in scored)  # the schema was applied in the child
         assert _spans(process) == _spans(thread)
+    finally:
+        for p in (thread, process):
+            p.processor.shutdown()
+
+
+# --- tool schemas: the schemas cross the pipe, the child compiles them (issue 30) -----------------
+
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+               (dict, "object"))
+
+
+def _json_type(value: Any) -> str | None:
+    return next((name for kind, name in _JSON_TYPES if type(value) is kind), None)
+
+
+def _schemas_of(files: list[Path]) -> dict[str, Any]:
+    """A schema for every tool called in ``files``: each argument typed as recorded, required
+    when every call gave it; every other tool's first argument typed wrong, so that both modes
+    have failures to agree on as well as passes."""
+    from otel_toolscore.assemble import build_trajectories
+
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for path in files:
+        for traj in build_trajectories(read_otlp_json(path)):
+            for call in traj.tool_calls:
+                if call.name:
+                    seen.setdefault(call.name, []).append(call.arguments if isinstance(call.arguments, dict) else {})
+    schemas: dict[str, Any] = {}
+    for i, (name, calls) in enumerate(sorted(seen.items())):
+        props: dict[str, Any] = {}
+        for args in calls:
+            for key, value in args.items():
+                kind = _json_type(value)
+                if kind is not None and props.get(key, {"type": kind}) == {"type": kind}:
+                    props[key] = {"type": kind}
+                else:
+                    props[key] = {}  # types differ between calls: anything
+        required = sorted(k for k in props if all(k in args for args in calls))
+        typed = [k for k in props if props[k]]
+        if i % 2 and typed:
+            props[typed[0]] = {"type": "null"}
+        schemas[name] = {"type": "object", "properties": props, "required": required}
+    return schemas
+
+
+def test_what_crosses_to_the_scoring_process_is_schemas_not_validators() -> None:
+    import pickle
+
+    from otel_toolscore.scorers.tool_validation import ToolCallValidation
+
+    schemas = _schemas_of(FILES)
+    assert len(schemas) >= 5
+    p = Pipeline(scoring="process", tool_schemas=schemas)
+    try:
+        remote = p.processor._remote
+        assert remote is not None
+        _, sent = pickle.loads(remote._spec)
+        # no compiled validator, nor anything of jsonschema, in what the child is sent
+        assert b"jsonschema" not in sent and b"CompiledSchema" not in sent
+        _, scorers = pickle.loads(sent)  # as the child reads it: the schemas, compiled there
+        validation = next(s for s in scorers if isinstance(s, ToolCallValidation))
+        assert {name: spec.schema for name, spec in validation.specs.items()} == schemas
+        assert {spec.name for spec, _ in validation._compiled.values()} == set(schemas)
+    finally:
+        p.processor.shutdown()
+
+
+def test_tool_schemas_on_every_fixture_score_the_same_in_both_modes() -> None:
+    schemas = _schemas_of(FILES)
+    thread, process = Pipeline(scoring="thread", tool_schemas=schemas), Pipeline(scoring="process", tool_schemas=schemas)
+    try:
+        for p in (thread, process):
+            _replay_all(p, FILES)
+        assert process.processor._remote is not None and process.processor._remote.stats["started"] == 1
+        scores = [a.attributes.get("toolscore.tool_call_validation.score") for a in _agents(thread)]
+        checked = [s for s in scores if s is not None]
+        assert any(s == 1 for s in checked) and any(s < 1 for s in checked)  # passes and failures
+        assert _spans(process) == _spans(thread)
+        assert _events(process) == _events(thread)
+        assert _metrics(process) == _metrics(thread)
     finally:
         for p in (thread, process):
             p.processor.shutdown()

@@ -24,8 +24,10 @@ from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.replay import replay
 from otel_toolscore.scorers.base import Score, Scorer
 from tests.support import paths
+from tests.support.clock import SteppedClock
 from tests.support.pipeline import Pipeline, id_counts
 from tests.support.spans import weather_run
+from tests.support.timing import wait_for
 
 FIXTURES = paths.traces(paths.FIXTURES) + paths.traces(paths.CAPTURES)
 
@@ -162,9 +164,7 @@ def test_late_children_wait_for_completion_grace() -> None:
     with tracer.start_as_current_span("request"):
         weather_run(tracer)
         # the request root stays open: the run is scored after the grace period, not at root end
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 5 and not any(s.name.startswith("invoke_agent") for s in p.exported()):
-            time.sleep(0.01)
+        assert wait_for(lambda: any(s.name.startswith("invoke_agent") for s in p.exported()))
         assert any(s.name.startswith("invoke_agent") and "toolscore.tool_call_validation.label" in s.attributes
                    for s in p.exported())
     assert p.processor.force_flush(5_000)
@@ -254,9 +254,12 @@ def test_shutdown_mid_flight_forwards_everything_held() -> None:
     tracer = provider.get_tracer("app")
     for _ in range(3):
         weather_run(tracer)
-    t0 = time.monotonic()
-    p.processor.shutdown()
-    assert time.monotonic() - t0 < 10
+    with SteppedClock(p.processor) as clock:
+        p.processor.shutdown()
+    # bounded: it waited for the scorer shutdown_timeout and no longer, and returned while the
+    # scorer still hangs
+    assert clock.waited == pytest.approx(p.processor.settings.shutdown_timeout)
+    assert not hanging.release.is_set()
     assert Counter(s.name for s in p.exported())["invoke_agent weather-bot"] == 3
     hanging.release.set()
 
@@ -621,9 +624,7 @@ def test_llm_scores_arrive_after_the_agent_span_as_events_and_an_evaluation_span
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
     weather_run(provider.get_tracer("app"))
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 5 and not any(s.name.startswith("invoke_agent") for s in p.exported()):
-        time.sleep(0.01)
+    assert wait_for(lambda: any(s.name.startswith("invoke_agent") for s in p.exported()))
     agent = next(s for s in p.exported() if s.name.startswith("invoke_agent"))
     assert "toolscore.tool_call_validation.label" in agent.attributes
     assert "toolscore.judge.label" not in agent.attributes  # the span did not wait for the judge
@@ -662,9 +663,13 @@ def test_a_judge_that_never_answers_does_not_hang_shutdown_or_the_app() -> None:
         weather_run(tracer)
     assert p.processor.force_flush(500) is False  # judges still in flight
     assert Counter(s.name for s in p.exported())["invoke_agent weather-bot"] == 3
-    t0 = time.monotonic()
-    provider.shutdown()
-    assert time.monotonic() - t0 < 5
+    with SteppedClock(p.processor) as clock:
+        provider.shutdown()
+    # bounded by shutdown_timeout, with the judges still unanswered: their runs counted dropped
+    assert clock.waited <= 0.5 + 1e-9
+    assert judge.calls == 3
+    points = {pt.attributes["outcome"]: pt.value for pt in p.metric_points("toolscore.evaluations")}
+    assert points == {"dropped": 3}
 
 
 def test_llm_inflight_bound_drops_and_counts() -> None:

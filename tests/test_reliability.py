@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.scorers.base import Score, Scorer
+from tests.support.clock import SteppedClock
 from tests.support.env import without_otel
 from tests.support.paths import REPO
 from tests.support.pipeline import InMemoryLogExporter
@@ -176,10 +177,12 @@ def scored(span: ReadableSpan) -> bool:
     return any(k.startswith("toolscore.") for k in span.attributes or {})
 
 
-def timed(fn: Any, *args: Any) -> float:
-    t0 = time.monotonic()
-    fn(*args)
-    return time.monotonic() - t0
+def waited(app: App, fn: Any) -> float:
+    """How long ``fn`` had the processor wait (for scoring, judges, its threads), on a clock
+    that moves only by what the processor asks to wait (tests/support/clock.py)."""
+    with SteppedClock(app.processor) as clock:
+        fn()
+    return clock.waited
 
 
 # --- shutdown while scoring ----------------------------------------------------------------------
@@ -190,7 +193,7 @@ def test_shutdown_while_a_code_scorer_is_mid_run_forwards_the_span_once_unscored
     app = App([gate], hold_timeout=60, shutdown_timeout=0.5)
     app.run()
     assert gate.entered.wait(10)
-    assert timed(app.processor.shutdown) < 0.5 + MARGIN_S
+    assert waited(app, app.processor.shutdown) == pytest.approx(0.5)  # shutdown_timeout, no more
     assert app.downstream.names() == Counter({AGENT: 1, "chat m": 2, "execute_tool get_weather": 1})
     assert not scored(app.downstream.agents()[0])
     assert app.downstream.shutdowns == 1
@@ -211,7 +214,7 @@ def test_shutdown_with_the_scoring_queue_full_forwards_every_run_once() -> None:
     for _ in range(3):  # one waits in the queue, the others find it full
         app.run()
     assert app.processor.stats["dropped_queue_full"] >= 1
-    assert timed(app.processor.shutdown) < 0.5 + MARGIN_S
+    assert waited(app, app.processor.shutdown) == pytest.approx(0.5)
     assert app.downstream.names()[AGENT] == 4
     assert app.downstream.names()["execute_tool get_weather"] == 4
     assert not any(scored(s) for s in app.downstream.agents())
@@ -227,9 +230,9 @@ def test_force_flush_returns_false_within_its_timeout_while_scoring_hangs() -> N
     app = App([gate], hold_timeout=60)
     app.run()
     assert gate.entered.wait(10)
-    t0 = time.monotonic()
-    assert app.processor.force_flush(300) is False
-    assert time.monotonic() - t0 < 0.3 + MARGIN_S
+    with SteppedClock(app.processor) as clock:
+        assert app.processor.force_flush(300) is False
+    assert clock.waited == pytest.approx(0.3)  # its timeout, no more
     gate.release.set()
     assert app.processor.force_flush(10_000) is True
     assert scored(app.downstream.agents()[0])
@@ -371,7 +374,7 @@ def test_a_downstream_hanging_in_on_end_for_a_held_span_keeps_holds_and_shutdown
     assert wait_for(lambda: len(down.agents()) == 2)
     assert not scored(down.agents()[1])
     app.run()
-    assert timed(app.provider.shutdown) < 0.5 + MARGIN_S
+    assert waited(app, app.provider.shutdown) <= 0.5 + 1e-9
     assert down.names()[AGENT] == 3 and down.names()["execute_tool get_weather"] == 3
     assert down.shutdowns == 1
     down.release.set()
@@ -434,10 +437,10 @@ def test_shutdown_from_inside_a_scorer_completes_and_forwards_everything() -> No
     scorer = ShutsDown()
     app = App([scorer], hold_timeout=60, shutdown_timeout=0.5)
     scorer.processor = app.processor
-    t0 = time.monotonic()
-    app.run()
-    assert wait_for(lambda: app.downstream.shutdowns == 1, 0.5 + MARGIN_S), "shutdown did not complete"
-    assert time.monotonic() - t0 < 0.5 + MARGIN_S
+    with SteppedClock(app.processor) as clock:
+        app.run()
+        assert wait_for(lambda: app.downstream.shutdowns == 1, 0.5 + MARGIN_S), "shutdown did not complete"
+    assert clock.waited == 0  # on the worker, it cannot wait for the worker, and does not
     assert app.downstream.names()[AGENT] == 1
     app.processor._worker.join(5)
     assert not app.processor._worker.is_alive()
@@ -491,7 +494,7 @@ def test_shutdown_during_an_on_end_storm_loses_and_duplicates_nothing() -> None:
     for t in threads:
         t.start()
     time.sleep(0.3)
-    assert timed(app.processor.shutdown) < 1 + MARGIN_S
+    assert waited(app, app.processor.shutdown) <= 1 + 1e-9
     time.sleep(0.1)  # runs still start and end after shutdown
     stop.set()
     for t in threads:
@@ -577,7 +580,7 @@ def test_fork_with_a_judge_in_flight_gives_the_child_a_working_judge_loop() -> N
     assert code == 0, result
     assert result == {"flushed": True, "values": [0.75]}
     assert app.processor.force_flush(300) is False  # the parent's judge is still in flight
-    assert timed(app.provider.shutdown) < 0.5 + MARGIN_S
+    assert waited(app, app.provider.shutdown) <= 0.5 + 1e-9
 
 
 @needs_fork
@@ -656,7 +659,7 @@ def test_fork_after_a_processor_was_collected_prints_no_error(capfd: pytest.Capt
 
 PRELUDE = textwrap.dedent(
     """
-    import json, os, sys, threading, time
+    import atexit, json, os, sys, threading, time
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
     from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
@@ -668,33 +671,48 @@ PRELUDE = textwrap.dedent(
         return json.dumps({{"name": span.name, "toolscore": keys}}) + "\\n"
 
     exporter = ConsoleSpanExporter(out=open({out!r}, "w"), formatter=line)
+
+    # What the processor asks to wait for, reported once its atexit shutdown is over (registered
+    # before the provider's hook, so it runs after it): the test asserts on that, not on a clock.
+    WAITS = []
+    atexit.register(lambda: print("waited", sum(WAITS), flush=True))
+
+    def record_waits(processor):
+        real = processor._scoring.wait
+
+        def wait(idle, timeout):
+            WAITS.append(timeout)
+            return real(idle, timeout)
+
+        processor._scoring.wait = wait
     """
 )
 
 
 def run_script(tmp_path: Path, body: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], float, list[dict[str, Any]]]:
-    """Run a script; (the process, seconds from its "exiting <monotonic>" line to its end, spans exported)."""
+    """Run a script; (the process, what its processor asked to wait for at exit, as its "waited"
+    line says, spans exported). ``timeout`` only detects a hang."""
     out = tmp_path / "spans.jsonl"
     script = PRELUDE.format(out=str(out)) + textwrap.dedent(body)
     # cwd: the repository, so that the script imports ``tests``
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
                           env=without_otel("LITELLM_"), cwd=REPO, check=False)
-    ended = time.monotonic()  # CLOCK_MONOTONIC: the same clock in both processes
-    marks = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("exiting ")]
-    exit_s = ended - float(marks[-1]) if marks else float("nan")
+    marks = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("waited ")]
+    waited = float(marks[-1]) if marks else float("nan")
     spans = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
-    return proc, exit_s, spans
+    return proc, waited, spans
 
 
 def test_exit_without_shutdown_exports_a_held_span_scored(tmp_path: Path) -> None:
     """The SDK TracerProvider shuts its processors down at exit (atexit): an agent span still
     held then (its trace has an open child, the grace period is long) is scored and exported."""
-    proc, exit_s, spans = run_script(tmp_path, """
+    proc, waited, spans = run_script(tmp_path, """
         from opentelemetry.trace import use_span
 
         app = App(["tool_call_validation"], downstream=BatchSpanProcessor(exporter), shutdown_on_exit=True,
                   hold_timeout=60, completion_grace=60)
         processor = app.processor
+        record_waits(processor)
         root = app.tracer.start_span("request")  # never ends
         with use_span(root, end_on_exit=False):
             app.run(straggler=True)  # the run waits for completion_grace
@@ -704,7 +722,8 @@ def test_exit_without_shutdown_exports_a_held_span_scored(tmp_path: Path) -> Non
     """)
     assert proc.returncode == 0, proc.stderr
     assert "exiting" in proc.stdout
-    assert exit_s < 10, exit_s
+    # it waited for the run's scoring, not for the 60 s grace or hold
+    assert waited <= 5.0, waited  # shutdown_timeout (the default)
     agents = [s for s in spans if s["name"] == AGENT]
     assert len(agents) == 1
     assert "toolscore.tool_call_validation.label" in agents[0]["toolscore"]
@@ -714,8 +733,9 @@ def test_exit_with_a_hanging_scorer_and_a_hanging_judge_is_bounded(tmp_path: Pat
     """A real litellm judge against a port that never answers, and a code scorer that never
     returns: the interpreter still exits (atexit shutdown, no explicit one) within
     shutdown_timeout and a margin, with every agent span exported once."""
-    proc, exit_s, spans = run_script(tmp_path, """
+    proc, waited, spans = run_script(tmp_path, """
         import socket
+        from tests.support.clock import SteppedClock
         from otel_toolscore.scorers import get_scorer
 
         hole = socket.socket()
@@ -739,6 +759,7 @@ def test_exit_with_a_hanging_scorer_and_a_hanging_judge_is_bounded(tmp_path: Pat
         app = App([HangsOnSecondRun(), judge], downstream=BatchSpanProcessor(exporter), shutdown_on_exit=True,
                   hold_timeout=60, shutdown_timeout=1)
         processor = app.processor
+        WAITS = SteppedClock(processor).__enter__().waits  # its waits pass at once, recorded
         app.run("first")
         hole.settimeout(90)
         held = hole.accept()  # the judge's request is on its way; it is never read
@@ -749,7 +770,7 @@ def test_exit_with_a_hanging_scorer_and_a_hanging_judge_is_bounded(tmp_path: Pat
         print("exiting", time.monotonic(), flush=True)
     """)
     assert proc.returncode == 0, proc.stderr
-    assert exit_s < 1 + 2 * MARGIN_S, exit_s  # shutdown_timeout, the finalization of a big interpreter
+    assert waited == pytest.approx(1.0), waited  # shutdown_timeout: the hanging scorer and judge waited out, no more
     names = Counter(s["name"] for s in spans)
     assert names["invoke_agent first"] == 1 and names["invoke_agent second"] == 1
     first = next(s for s in spans if s["name"] == "invoke_agent first")

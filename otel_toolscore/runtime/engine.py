@@ -168,9 +168,11 @@ class Engine:
         for name in self.scorer_names:
             self.emitter.count_evaluation(name, "already_scored")
 
-    def count_dropped(self, names: Sequence[str] | None = None, n: int = 1) -> None:
+    def count_dropped(self, names: Sequence[str] | None = None, n: int = 1, outcome: str = "dropped") -> None:
+        """Runs not scored, counted once per scorer: ``dropped`` (queue full, inflight bound,
+        shutdown) or ``too_large`` (evicted at max_spans_per_trace)."""
         for name in names if names is not None else self.scorer_names:
-            self.emitter.count_evaluation(name, "dropped", n)
+            self.emitter.count_evaluation(name, outcome, n)
 
     # --- LLM scorers: asynchronous, after the agent span has left ----------------------------------
 
