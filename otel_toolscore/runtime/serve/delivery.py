@@ -5,8 +5,9 @@ retries inside its own timeout, then gives up). For a receiver that has answered
 sender that is a silent loss, so ``serve`` exports through ``RetryingExporter``: a failed batch
 is retried with backoff until it is delivered, holding the batch processor's worker meanwhile
 (what arrives queues behind it, bounded by ``serve``'s admission, which refuses new spans with
-a retryable 503/UNAVAILABLE while ``failing``: an attempt failed, or has been running for
-longer than ``STALLED_AFTER_S``). Only when ``give_up()`` is called
+a retryable 503/UNAVAILABLE only when that buffer is full; ``failing`` (an attempt failed, or
+has been running for longer than ``STALLED_AFTER_S``) sets the ``Retry-After`` it answers then
+and the readiness it reports). Only when ``give_up()`` is called
 (shutdown past its deadline) are batches counted as undelivered instead of sent.
 """
 
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 RETRY_FIRST_S = 0.25
 RETRY_MAX_S = 5.0
 #: s; an export attempt still running after this long counts as failing: the SDK's OTLP exporter
-#: retries a 503 inside its own timeout (10 s), and new spans should be refused meanwhile
+#: retries a 503 inside its own timeout (10 s), and readiness should say so meanwhile
 STALLED_AFTER_S = 1.0
 
 
@@ -96,8 +97,8 @@ class RetryingExporter(SpanExporterWrapper):
             self._delay = RETRY_FIRST_S
         elif self._failing_since is None:
             self._failing_since = time.monotonic()
-            logger.warning("otel-toolscore: upstream export failed; retrying, and refusing new spans until "
-                           "it delivers")
+            logger.warning("otel-toolscore: upstream export failed; retrying, and buffering new spans "
+                           "while there is room")
         return ok
 
     def shutdown(self) -> None:

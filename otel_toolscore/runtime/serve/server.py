@@ -26,8 +26,8 @@ Responses follow the OTLP specification:
 * HTTP 400 / gRPC INVALID_ARGUMENT: nothing in the payload is an OTLP trace request;
 * HTTP 413 (gRPC RESOURCE_EXHAUSTED, from gRPC itself): over ``max_request_bytes``, checked on
   Content-Length, while reading a chunked body, and on the decompressed size (gzip bombs);
-* HTTP 503 + ``Retry-After`` / gRPC UNAVAILABLE + ``google.rpc.RetryInfo``: the upstream is
-  failing (its latest export failed), the spans waiting for the upstream, the pending traces or
+* HTTP 503 + ``Retry-After`` / gRPC UNAVAILABLE + ``google.rpc.RetryInfo``: the spans waiting
+  for the upstream (a failing upstream fills that buffer), the pending traces or
   the scoring queue are at their bounds (accepting would mean dropping spans or scores), too
   many concurrent requests, or shutting down;
 * HTTP 408: the request (headers and body) did not arrive within ``request_timeout``;
@@ -54,8 +54,9 @@ retries it) or accepted as a whole, and admission reserves its spans against the
 export queue before any of them enters the processor.
 
 What is accepted is kept until delivered: a batch the upstream refuses is retried with backoff
-(``delivery.RetryingExporter``), and while it is failing new spans are refused (503/UNAVAILABLE,
-``Retry-After``), so the senders hold them. Only a stop whose deadline passes with the upstream
+(``delivery.RetryingExporter``), and while it is failing new spans are accepted as long as the
+buffer (``max_queued_spans``) has room, then refused (503/UNAVAILABLE, ``Retry-After``), so
+the senders hold them. Only a stop whose deadline passes with the upstream
 still failing gives up: those spans are counted in ``stats["spans_undelivered"]`` and logged.
 The buffer is in memory: a kill -9 loses what was accepted and not yet delivered (docs/reliability.md, "`serve` never acknowledges").
 """
@@ -284,7 +285,7 @@ class ToolScoreServer:
             assert self.upstream is not None
             exporter = self.upstream.span_exporter()
         # A failed batch is retried until delivered (not dropped, as the SDK would): what was
-        # answered 200 is kept; admission refuses new spans while the upstream is failing.
+        # answered 200 is kept; admission refuses new spans once the buffer is full.
         self._delivery = RetryingExporter(exporter, on_done=self._backlog.left,
                                           on_undelivered=lambda n: self._count("spans_undelivered", n))
         # The export queue holds twice what admission lets in: evaluation spans and held agent
