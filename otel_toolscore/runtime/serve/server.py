@@ -76,17 +76,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
-from otel_toolscore.runtime.serve import admission
+from otel_toolscore.runtime.serve import admission, delivery
 from otel_toolscore.runtime.serve._forward import Forwarder, check_request
 from otel_toolscore.runtime.serve._grpc import start_grpc
 from otel_toolscore.runtime.serve._http import HttpServer, start_http
 from otel_toolscore.runtime.serve._protocol import RETRY_AFTER_S, Rejection, Reply, decode_traces, traces_reply
-from otel_toolscore.runtime.serve.delivery import RetryingExporter
+from otel_toolscore.runtime.serve.delivery import (
+    Retrier,
+    RetryingExporter,
+    RetryingLogExporter,
+    RetryingMetricExporter,
+)
 from otel_toolscore.runtime.serve.upstream import Upstream
 
 logger = logging.getLogger(__name__)
@@ -202,6 +208,9 @@ class ToolScoreServer:
         self._stats_lock = threading.Lock()
         self._backlog = admission.Backlog(max_queued_spans)
         self._delivery: RetryingExporter | None = None
+        self._retriers: list[Retrier] = []
+        #: what a stop could not deliver, by (signal, reason): delivery.SPANS, ..., delivery.STOP_DEADLINE, ...
+        self.undelivered: Counter[tuple[str, str]] = Counter()
         self._forwarder: Forwarder | None = None
         self._grpc_server: Any = None
         self._httpd: HttpServer | None = None
@@ -269,8 +278,11 @@ class ToolScoreServer:
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
             assert self.upstream is not None
+            # the metrics go through the same retrying delivery as the spans
+            metric_exporter = RetryingMetricExporter(self.upstream.metric_exporter(),
+                                                     self._retrier(delivery.METRIC_POINTS))
             meter_provider = MeterProvider(
-                resource=resource, metric_readers=[PeriodicExportingMetricReader(self.upstream.metric_exporter())])
+                resource=resource, metric_readers=[PeriodicExportingMetricReader(metric_exporter)])
             self._own_providers.append(meter_provider)
         if logger_provider is None and self.settings.events:
             from opentelemetry.sdk._logs import LoggerProvider
@@ -278,7 +290,14 @@ class ToolScoreServer:
 
             assert self.upstream is not None
             logger_provider = LoggerProvider(resource=resource)
-            logger_provider.add_log_record_processor(BatchLogRecordProcessor(self.upstream.log_exporter()))
+            # evaluation records are retried as spans are; the queue may hold what a long outage
+            # brings (the SDK's default, 2,048, would drop the oldest), and what enters it is
+            # counted so that what a stop leaves in it is counted too
+            log_exporter = RetryingLogExporter(self.upstream.log_exporter(), self._retrier(delivery.LOG_RECORDS),
+                                               on_delivered=lambda n: self._count("log_records_delivered", n))
+            logger_provider.add_log_record_processor(_CountingLogProcessor(self._count))
+            logger_provider.add_log_record_processor(
+                BatchLogRecordProcessor(log_exporter, max_queue_size=2 * self.max_queued_spans + 1024))
             self._own_providers.append(logger_provider)
         exporter = self._span_exporter
         if exporter is None:
@@ -286,8 +305,10 @@ class ToolScoreServer:
             exporter = self.upstream.span_exporter()
         # A failed batch is retried until delivered (not dropped, as the SDK would): what was
         # answered 200 is kept; admission refuses new spans once the buffer is full.
-        self._delivery = RetryingExporter(exporter, on_done=self._backlog.left,
-                                          on_undelivered=lambda n: self._count("spans_undelivered", n))
+        self._delivery = RetryingExporter(
+            exporter, on_done=self._backlog.left,
+            on_undelivered=lambda n: self._undelivered(delivery.SPANS, delivery.STOP_DEADLINE, n))
+        self._retriers.append(self._delivery.retrier)
         # The export queue holds twice what admission lets in: evaluation spans and held agent
         # spans enter it without admission, and must not make it drop app spans.
         batch = BatchSpanProcessor(self._delivery, max_queue_size=2 * self.max_queued_spans + 1024)
@@ -346,6 +367,7 @@ class ToolScoreServer:
             self._stopping = True
         ok = True
         grpc_done = None
+        give_up = self._bound_delivery(deadline)
         if self._grpc_server is not None:
             # New RPCs are refused now; those in flight get until the deadline.
             grpc_done = self._grpc_server.stop(grace=max(0.0, (deadline - time.monotonic()) / 2))
@@ -363,15 +385,8 @@ class ToolScoreServer:
             ok = grpc_done.wait(max(0.0, deadline - time.monotonic())) and ok
         if self.processor is not None:
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
-            give_up = self._bound_delivery(deadline)
             ok = self.processor.force_flush(remaining_ms) and ok
             self.processor.shutdown()
-            if give_up is not None:
-                give_up.cancel()
-            if self.stats["spans_undelivered"]:
-                ok = False
-                logger.warning("otel-toolscore serve: %d accepted spans could not be delivered to the upstream "
-                               "before the stop deadline", self.stats["spans_undelivered"])
         for provider in self._own_providers:
             try:
                 remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
@@ -382,6 +397,18 @@ class ToolScoreServer:
             except Exception:  # a failing exporter must not keep the others from flushing
                 logger.warning("otel-toolscore: shutting down %s failed", type(provider).__name__, exc_info=True)
                 ok = False
+        if give_up is not None:
+            give_up.cancel()
+        with self._stats_lock:
+            left = (self.stats["log_records_emitted"] - self.stats["log_records_delivered"]
+                    - self.stats["log_records_undelivered"])
+        if left > 0:
+            self._undelivered(delivery.LOG_RECORDS, delivery.LEFT_IN_QUEUE, left)
+        if self.undelivered:
+            ok = False
+            logger.warning("otel-toolscore serve: not delivered to the upstream before the stop deadline: %s",
+                           ", ".join(f"{n} {signal_name} ({reason})"
+                                     for (signal_name, reason), n in sorted(self.undelivered.items())))
         if self._forwarder is not None:
             self._forwarder.close()
         return ok
@@ -390,10 +417,14 @@ class ToolScoreServer:
         """Retrying delivery must not outlast the stop deadline: at the deadline what is left is
         counted as undelivered instead of retried. A timer, because the SDK's batch processor
         exports inside force_flush and shutdown whatever timeout they are given."""
-        delivery = self._delivery
-        if delivery is None:
+        if not self._retriers:
             return None
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), delivery.give_up)
+
+        def give_up() -> None:
+            for retrier in self._retriers:
+                retrier.give_up()
+
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), give_up)
         timer.daemon = True
         timer.start()
         return timer
@@ -411,6 +442,21 @@ class ToolScoreServer:
     def _count(self, key: str, n: int = 1) -> None:
         with self._stats_lock:
             self.stats[key] += n
+
+    def _undelivered(self, signal_name: str, reason: str, n: int) -> None:
+        with self._stats_lock:
+            self.undelivered[signal_name, reason] += n
+            self.stats[f"{signal_name}_undelivered"] += n
+
+    def _retrier(self, signal_name: str) -> Retrier:
+        retrier = Retrier(signal_name, self._undelivered)
+        self._retriers.append(retrier)
+        return retrier
+
+    def undelivered_total(self) -> int:
+        """Everything accepted or made here that a stop left undelivered, all signals."""
+        with self._stats_lock:
+            return sum(self.undelivered.values())
 
     @contextmanager
     def _request(self) -> Iterator[None]:
@@ -464,3 +510,23 @@ class ToolScoreServer:
         check_request(signal_name, body, is_json)
         self._count(f"{signal_name}_forwarded", 1)
         return self._forwarder.forward(signal_name, body, is_json)
+
+
+class _CountingLogProcessor(LogRecordProcessor):  # type: ignore[misc]
+    """Counts the log records ``serve`` emits (``log_records_emitted``): with those delivered and
+    those given up, what a stop left in the export queue is known."""
+
+    def __init__(self, count: Callable[[str, int], None]) -> None:
+        self._count = count
+
+    def on_emit(self, log_record: Any) -> None:
+        self._count("log_records_emitted", 1)
+
+    def emit(self, log_record: Any) -> None:  # the name older SDKs call
+        self.on_emit(log_record)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
