@@ -85,6 +85,7 @@ from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.serve import admission, delivery
 from otel_toolscore.runtime.serve._forward import Forwarder, check_request
 from otel_toolscore.runtime.serve._grpc import start_grpc
+from otel_toolscore.runtime.serve._health import Readiness, readiness
 from otel_toolscore.runtime.serve._http import HttpServer, start_http
 from otel_toolscore.runtime.serve._protocol import RETRY_AFTER_S, Rejection, Reply, decode_traces, traces_reply
 from otel_toolscore.runtime.serve.delivery import (
@@ -452,6 +453,24 @@ class ToolScoreServer:
         retrier = Retrier(signal_name, self._undelivered)
         self._retriers.append(retrier)
         return retrier
+
+    @property
+    def receiving(self) -> bool:
+        """Started, and not stopping: requests are taken."""
+        with self._state:
+            return self.addresses is not None and not self._stopping
+
+    def queued_spans(self) -> int:
+        """Spans accepted and waiting for the upstream."""
+        return self._backlog.queued()
+
+    def upstream_failing(self) -> bool:
+        """The latest export of some signal to the upstream failed, or is stuck."""
+        return any(retrier.failing for retrier in self._retriers)
+
+    def readiness(self) -> Readiness:
+        """Ready to take requests (``/readyz``, the gRPC health service): ``_health``."""
+        return readiness(self)
 
     def undelivered_total(self) -> int:
         """Everything accepted or made here that a stop left undelivered, all signals."""
