@@ -363,6 +363,12 @@ def serve(
         metavar="SECONDS",         help="Longest hold of an agent span, seconds; must exceed the decision wait (default: decision wait + 5; "
         "a hold_timeout from the settings file or environment, the app's bound, counts from the end of the "
         "decision wait).")] = None,
+    queue_dir: Annotated[Path | None, typer.Option(
+        metavar="DIR", help="Keep accepted requests on disk (SQLite) until delivered; on start, deliver what is "
+        "there first (default: the setting serve_queue_dir; unset: in memory).")] = None,
+    queue_max_bytes: Annotated[int | None, typer.Option(
+        metavar="BYTES", help="The on-disk queue's bound; a request over it gets 503/UNAVAILABLE "
+        "(default: the setting serve_queue_max_bytes, 1 GiB).")] = None,
     stop_timeout: Annotated[float, typer.Option(
         metavar="SECONDS", help="On SIGTERM/SIGINT, how long to keep delivering what was accepted before giving "
         "up (exit status 3 then).")] = 30.0,
@@ -387,6 +393,7 @@ def serve(
             max_request_bytes=max_request_bytes, max_concurrent_requests=max_concurrent_requests,
             max_queued_spans=max_queued_spans, auth_token=auth_token, forward_signals=forward_signals,
             scorers=scorer or None, config_file=config, decision_wait=decision_wait, hold_timeout=hold_timeout,
+            queue_dir=queue_dir, queue_max_bytes=queue_max_bytes,
         )
     except (ConfigError, MissingExtraError) as exc:
         _fail(str(exc))

@@ -45,6 +45,10 @@ SPANS, LOG_RECORDS, METRIC_POINTS = "spans", "log_records", "metric_points"
 STOP_DEADLINE = "stop_deadline"
 #: still in an export queue when the stop's deadline passed (never tried)
 LEFT_IN_QUEUE = "left_in_queue"
+#: not delivered by the stop, but kept in the on-disk queue: a restart delivers it
+KEPT_ON_DISK = "kept_on_disk"
+#: dropped from the on-disk queue, oldest first, to fit its bound
+QUEUE_FULL = "queue_full"
 
 
 class Retrier:
@@ -112,13 +116,15 @@ class RetryingExporter(SpanExporterWrapper):
     """Retries each batch until the inner exporter delivers it or ``give_up()`` is called.
 
     ``on_done(n)`` is called once per batch when it leaves (delivered or given up);
-    ``on_undelivered(n)`` for a batch given up.
+    ``on_undelivered(n)`` for a batch given up; ``on_delivered(spans)`` for a batch delivered.
     """
 
     def __init__(self, inner: SpanExporter, on_done: Callable[[int], None],
-                 on_undelivered: Callable[[int], None]) -> None:
+                 on_undelivered: Callable[[int], None],
+                 on_delivered: Callable[[Sequence[ReadableSpan]], None] | None = None) -> None:
         super().__init__(inner)
         self._on_done = on_done
+        self._on_delivered = on_delivered
         self.retrier = Retrier(SPANS, lambda _signal, _reason, n: on_undelivered(n))
 
     @property
@@ -135,6 +141,8 @@ class RetryingExporter(SpanExporterWrapper):
         n = len(spans)
         try:
             delivered = self.retrier.deliver(lambda: self._delegate.export(spans) == SpanExportResult.SUCCESS, n)
+            if delivered and self._on_delivered is not None:
+                self._on_delivered(spans)
             return SpanExportResult.SUCCESS if delivered else SpanExportResult.FAILURE
         finally:
             self._on_done(n)

@@ -70,7 +70,7 @@ import os
 import signal
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,6 +83,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.serve import admission, delivery
+from otel_toolscore.runtime.serve._disk_queue import DiskQueue
 from otel_toolscore.runtime.serve._forward import Forwarder, check_request
 from otel_toolscore.runtime.serve._grpc import start_grpc
 from otel_toolscore.runtime.serve._health import Readiness, readiness
@@ -95,6 +96,7 @@ from otel_toolscore.runtime.serve.delivery import (
     RetryingMetricExporter,
 )
 from otel_toolscore.runtime.serve.upstream import Upstream
+from otel_toolscore.semconv import INSTRUMENTATION_SCOPE
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +173,8 @@ class ToolScoreServer:
         meter_provider: Any = None,
         logger_provider: Any = None,
         resource: Resource | None = None,
+        queue_dir: str | os.PathLike[str] | None = None,
+        queue_max_bytes: int | None = None,
         **settings: Any,
     ) -> None:
         if grpc_port is None and http_port is None:
@@ -210,6 +214,18 @@ class ToolScoreServer:
         self._backlog = admission.Backlog(max_queued_spans)
         self._delivery: RetryingExporter | None = None
         self._retriers: list[Retrier] = []
+        # the arguments win over the settings (file, OTEL_TOOLSCORE_SERVE_QUEUE_*)
+        self.queue_dir = queue_dir if queue_dir is not None else self.settings.serve_queue_dir
+        self.queue_max_bytes = queue_max_bytes if queue_max_bytes is not None else self.settings.serve_queue_max_bytes
+        if self.queue_max_bytes < 1:
+            raise ConfigError(f"queue_max_bytes must be at least 1, not {self.queue_max_bytes}")
+        self._queue: DiskQueue | None = None
+        # which stored request each span in the pipeline came from, and how many of each are left
+        self._owners: dict[tuple[int, int], deque[int]] = {}
+        self._outstanding: dict[int, int] = {}
+        self._owners_lock = threading.Lock()
+        self._downstream: Any = None
+        self._replay_thread: threading.Thread | None = None
         #: what a stop could not deliver, by (signal, reason): delivery.SPANS, ..., delivery.STOP_DEADLINE, ...
         self.undelivered: Counter[tuple[str, str]] = Counter()
         self._forwarder: Forwarder | None = None
@@ -254,7 +270,19 @@ class ToolScoreServer:
             raise RuntimeError("ToolScoreServer.start() called twice")
         self._started = True
         try:
+            if self.queue_dir is not None:
+                self._queue = DiskQueue(self.queue_dir, self.queue_max_bytes)
+                dropped, spans = self._queue.trim_to_bound()
+                if dropped:
+                    self._undelivered(delivery.SPANS, delivery.QUEUE_FULL, spans)
+                    logger.warning("otel-toolscore serve: %d requests (%d spans) dropped from the queue, oldest "
+                                   "first, to fit queue_max_bytes", dropped, spans)
             self._build_pipeline()
+            if self._queue is not None:
+                # what a previous run accepted goes first; new requests are taken meanwhile
+                self._replay_thread = threading.Thread(target=self._replay, name="otel-toolscore-replay",
+                                                       daemon=True)
+                self._replay_thread.start()
             grpc_port = http_port = None
             if self.grpc_port is not None:
                 self._grpc_server, grpc_port = start_grpc(self, self.grpc_port)
@@ -308,13 +336,16 @@ class ToolScoreServer:
         # answered 200 is kept; admission refuses new spans once the buffer is full.
         self._delivery = RetryingExporter(
             exporter, on_done=self._backlog.left,
-            on_undelivered=lambda n: self._undelivered(delivery.SPANS, delivery.STOP_DEADLINE, n))
+            on_undelivered=lambda n: self._undelivered(
+                delivery.SPANS, delivery.KEPT_ON_DISK if self._queue is not None else delivery.STOP_DEADLINE, n),
+            on_delivered=self._spans_delivered if self._queue is not None else None)
         self._retriers.append(self._delivery.retrier)
         # The export queue holds twice what admission lets in: evaluation spans and held agent
         # spans enter it without admission, and must not make it drop app spans.
         batch = BatchSpanProcessor(self._delivery, max_queue_size=2 * self.max_queued_spans + 1024)
+        self._downstream = admission.CountingProcessor(batch, self._backlog)
         self.processor = ToolScoreSpanProcessor(
-            admission.CountingProcessor(batch, self._backlog), self._scorers, settings=self.settings,
+            self._downstream, self._scorers, settings=self.settings,
             completion="quiet", meter_provider=meter_provider, logger_provider=logger_provider,
         )
         if self.forward_signals:
@@ -412,6 +443,10 @@ class ToolScoreServer:
                                      for (signal_name, reason), n in sorted(self.undelivered.items())))
         if self._forwarder is not None:
             self._forwarder.close()
+        if self._replay_thread is not None:
+            self._replay_thread.join(max(0.0, deadline - time.monotonic()))
+        if self._queue is not None:
+            self._queue.close()
         return ok
 
     def _bound_delivery(self, deadline: float) -> threading.Timer | None:
@@ -473,9 +508,81 @@ class ToolScoreServer:
         return readiness(self)
 
     def undelivered_total(self) -> int:
-        """Everything accepted or made here that a stop left undelivered, all signals."""
+        """Everything accepted or made here that a stop left undelivered and lost, all signals
+        (what stays in the on-disk queue is not lost: a restart delivers it)."""
         with self._stats_lock:
-            return sum(self.undelivered.values())
+            return sum(n for (_, reason), n in self.undelivered.items() if reason != delivery.KEPT_ON_DISK)
+
+    # --- the on-disk queue -------------------------------------------------------------------------
+
+    def _own(self, request_id: int, spans: Sequence[Any]) -> None:
+        with self._owners_lock:
+            for span in spans:
+                context = span.context
+                self._owners.setdefault((context.trace_id, context.span_id), deque()).append(request_id)
+            self._outstanding[request_id] = self._outstanding.get(request_id, 0) + len(spans)
+
+    def _spans_delivered(self, spans: Sequence[Any]) -> None:
+        """A batch reached the upstream: record its spans on disk, remove the requests now done,
+        and remember the traces whose evaluation span went (scored: not again after a restart)."""
+        assert self._queue is not None
+        rows: list[tuple[int, int, int]] = []
+        finished: list[int] = []
+        scored: set[int] = set()
+        with self._owners_lock:
+            for span in spans:
+                context = span.context
+                key = (context.trace_id, context.span_id)
+                owners = self._owners.get(key)
+                if owners:
+                    request_id = owners.popleft()
+                    if not owners:
+                        del self._owners[key]
+                    rows.append((request_id, *key))
+                    self._outstanding[request_id] -= 1
+                    if not self._outstanding[request_id]:
+                        del self._outstanding[request_id]
+                        finished.append(request_id)
+                elif getattr(span.instrumentation_scope, "name", None) == INSTRUMENTATION_SCOPE:
+                    scored.add(context.trace_id)
+        if scored:
+            self._queue.mark_scored(scored)
+        if rows or finished:
+            self._queue.delivered(rows, finished)
+
+    def _replay(self) -> None:
+        """Hand what is on disk to the pipeline again, skipping spans already delivered; spans of
+        a trace already scored bypass scoring (forwarded as they are)."""
+        queue, processor = self._queue, self.processor
+        assert queue is not None and processor is not None
+        for stored in queue.stored():
+            if self._stopping:
+                return
+            try:
+                decoded = decode_traces(stored.body, stored.is_json)
+            except Rejection:  # stored only after it decoded; a corrupt row is dropped, counted
+                self._undelivered(delivery.SPANS, "unreadable_in_queue", 1)
+                queue.delivered([], [stored.id])
+                continue
+            spans = [s for s in decoded.spans if (s.context.trace_id, s.context.span_id) not in stored.delivered]
+            if not spans:
+                queue.delivered([], [stored.id])
+                continue
+            while self._backlog.try_reserve(len(spans)) is not None:  # wait for room, as a sender would
+                if self._stop_requested.wait(0.05) or self._stopping:
+                    return
+            try:
+                self._own(stored.id, spans)
+                scored = {t for t in {s.context.trace_id for s in spans} if queue.scored(t)}
+                fresh = [s for s in spans if s.context.trace_id not in scored]
+                for span in spans:
+                    if span.context.trace_id in scored:
+                        self._downstream.on_end(span)
+                if fresh:
+                    processor.on_end_many(fresh)
+            finally:
+                self._backlog.release(len(spans))
+            self._count("spans_replayed", len(spans))
 
     @contextmanager
     def _request(self) -> Iterator[None]:
@@ -515,6 +622,16 @@ class ToolScoreServer:
                 raise refused
             assert self.processor is not None
             try:
+                if self._queue is not None:
+                    # on disk before the 200: a kill -9 from here on loses nothing acknowledged
+                    request_id = self._queue.append(body, is_json, n)
+                    if request_id is None:
+                        self._count("throttled", 1)
+                        self._count("queue_full", 1)
+                        raise Rejection(503, "UNAVAILABLE", f"busy, retry later: the on-disk queue is full "
+                                        f"(queue_max_bytes {self._queue.max_bytes})",
+                                        self._delivery.retry_after_s() if self._delivery else RETRY_AFTER_S)
+                    self._own(request_id, decoded.spans)
                 # the request's spans in one call: one lock and one pass, not one per span
                 self.processor.on_end_many(decoded.spans)
             finally:
