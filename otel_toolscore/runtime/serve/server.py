@@ -83,6 +83,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.serve import admission, delivery
+from otel_toolscore.runtime.serve._app_service import AppServiceLogProcessor, AppServices
 from otel_toolscore.runtime.serve._disk_queue import DiskQueue
 from otel_toolscore.runtime.serve._forward import Forwarder, check_request
 from otel_toolscore.runtime.serve._grpc import start_grpc
@@ -226,6 +227,7 @@ class ToolScoreServer:
         self._owners_lock = threading.Lock()
         self._downstream: Any = None
         self._replay_thread: threading.Thread | None = None
+        self._apps: AppServices | None = None
         #: what a stop could not deliver, by (signal, reason): delivery.SPANS, ..., delivery.STOP_DEADLINE, ...
         self.undelivered: Counter[tuple[str, str]] = Counter()
         self._forwarder: Forwarder | None = None
@@ -324,6 +326,9 @@ class ToolScoreServer:
             # counted so that what a stop leaves in it is counted too
             log_exporter = RetryingLogExporter(self.upstream.log_exporter(), self._retrier(delivery.LOG_RECORDS),
                                                on_delivered=lambda n: self._count("log_records_delivered", n))
+            # the app each run came from, on its events (bounded: _app_service)
+            self._apps = AppServices(self.settings.serve_max_app_services, 2 * self.settings.max_pending_traces)
+            logger_provider.add_log_record_processor(AppServiceLogProcessor(self._apps))
             logger_provider.add_log_record_processor(_CountingLogProcessor(self._count))
             logger_provider.add_log_record_processor(
                 BatchLogRecordProcessor(log_exporter, max_queue_size=2 * self.max_queued_spans + 1024))
@@ -573,6 +578,8 @@ class ToolScoreServer:
                     return
             try:
                 self._own(stored.id, spans)
+                if self._apps is not None:
+                    self._apps.note(spans)
                 scored = {t for t in {s.context.trace_id for s in spans} if queue.scored(t)}
                 fresh = [s for s in spans if s.context.trace_id not in scored]
                 for span in spans:
@@ -632,6 +639,8 @@ class ToolScoreServer:
                                         f"(queue_max_bytes {self._queue.max_bytes})",
                                         self._delivery.retry_after_s() if self._delivery else RETRY_AFTER_S)
                     self._own(request_id, decoded.spans)
+                if self._apps is not None:
+                    self._apps.note(decoded.spans)
                 # the request's spans in one call: one lock and one pass, not one per span
                 self.processor.on_end_many(decoded.spans)
             finally:
