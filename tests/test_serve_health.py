@@ -149,3 +149,23 @@ def test_a_malformed_health_request_is_invalid_argument() -> None:
         assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     finally:
         server.stop(5)
+
+
+def test_not_ready_when_the_on_disk_queue_has_no_room_for_another_request(tmp_path: Any) -> None:
+    upstream = OtlpSink(answer=lambda request: 503)  # nothing leaves the queue
+    body = pb_body(plain_spans(5))
+    server = ToolScoreServer(upstream.url, http_port=0, grpc_port=None, decision_wait=0.2, metrics=False,
+                             events=False, queue_dir=tmp_path, max_request_bytes=len(body) + 10,
+                             queue_max_bytes=2 * len(body) + 5)
+    try:
+        port = server.start().http_port
+        assert port is not None
+        assert get(port, "/readyz")[0] == 200
+        assert post_spans(port, 5) == 200  # one request stored: room for less than another
+        status, answer = get(port, "/readyz")
+        assert status == 503
+        assert json.loads(answer)["reasons"][0].startswith("the on-disk queue has ")
+        server.stop(1)
+    finally:
+        server.stop(5)
+        upstream.stop()

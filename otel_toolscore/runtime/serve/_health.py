@@ -1,7 +1,8 @@
 """``serve``'s health: liveness, readiness, and the standard gRPC health service (grpc.health.v1).
 
 Live: the process answers. Ready: the receivers are up and not stopping, and a request would be
-accepted now: the buffer waiting for the upstream is below its bound and scoring has room. A
+accepted now: the buffer waiting for the upstream is below its bound, the on-disk queue (when
+on) has room for a request of ``max_request_bytes``, and scoring has room. A
 failing upstream alone leaves it ready (the buffer takes what comes, docs/reliability.md,
 "`serve` never acknowledges"); one failing long enough to fill the buffer makes it not ready,
 so a load balancer sends to another replica. How to probe it: docs/backends.md, "Health probes".
@@ -52,6 +53,9 @@ def readiness(app: ToolScoreServer) -> Readiness:
     queued, limit = app.queued_spans(), app.max_queued_spans
     if queued >= limit:
         reasons.append(f"{queued} spans wait for the upstream (max_queued_spans {limit})")
+    room = app.queue_room_bytes()
+    if room is not None and room < app.max_request_bytes:
+        reasons.append(f"the on-disk queue has {room} bytes of room, less than one request (max_request_bytes)")
     full = scoring_full(app.processor) if app.receiving else None
     if full is not None:
         reasons.append(full)

@@ -504,6 +504,11 @@ class ToolScoreServer:
         """Spans accepted and waiting for the upstream."""
         return self._backlog.queued()
 
+    def queue_room_bytes(self) -> int | None:
+        """Bytes the on-disk queue can still take; None without one."""
+        queue = self._queue
+        return None if queue is None else queue.max_bytes - queue.used_bytes
+
     def upstream_failing(self) -> bool:
         """The latest export of some signal to the upstream failed, or is stuck."""
         return any(retrier.failing for retrier in self._retriers)
