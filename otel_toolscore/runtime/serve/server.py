@@ -58,7 +58,11 @@ What is accepted is kept until delivered: a batch the upstream refuses is retrie
 buffer (``max_queued_spans``) has room, then refused (503/UNAVAILABLE, ``Retry-After``), so
 the senders hold them. Only a stop whose deadline passes with the upstream
 still failing gives up: those spans are counted in ``stats["spans_undelivered"]`` and logged.
-The buffer is in memory: a kill -9 loses what was accepted and not yet delivered (docs/reliability.md, "`serve` never acknowledges").
+The buffer is in memory unless ``queue_dir`` is set: then every accepted request is on disk
+before its 200 (``_disk_queue``) and a restart delivers what a crash left; in memory, a kill -9
+loses what was accepted and not yet delivered (docs/reliability.md, "`serve` never acknowledges").
+Its own outputs (evaluation records, metrics) are retried like spans; what a stop cannot deliver
+is counted in ``undelivered`` by signal and reason. Health: ``_health``.
 """
 
 from __future__ import annotations
