@@ -72,6 +72,7 @@ import inspect
 import logging
 import os
 import signal
+import sqlite3
 import threading
 import time
 from collections import Counter, deque
@@ -424,6 +425,8 @@ class ToolScoreServer:
                 self._state.wait(min(remaining, 0.1))
         if grpc_done is not None:
             ok = grpc_done.wait(max(0.0, deadline - time.monotonic())) and ok
+        if self._replay_thread is not None:  # it sees _stopping and hands nothing more to the processor
+            self._replay_thread.join(max(0.0, deadline - time.monotonic()))
         if self.processor is not None:
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
             ok = self.processor.force_flush(remaining_ms) and ok
@@ -452,8 +455,6 @@ class ToolScoreServer:
                                      for (signal_name, reason), n in sorted(self.undelivered.items())))
         if self._forwarder is not None:
             self._forwarder.close()
-        if self._replay_thread is not None:
-            self._replay_thread.join(max(0.0, deadline - time.monotonic()))
         if self._queue is not None:
             self._queue.close()
         return ok
@@ -559,10 +560,13 @@ class ToolScoreServer:
                         finished.append(request_id)
                 elif getattr(span.instrumentation_scope, "name", None) == INSTRUMENTATION_SCOPE:
                     scored.add(context.trace_id)
-        if scored:
-            self._queue.mark_scored(scored)
-        if rows or finished:
-            self._queue.delivered(rows, finished)
+        try:
+            if scored:
+                self._queue.mark_scored(scored)
+            if rows or finished:
+                self._queue.delivered(rows, finished)
+        except sqlite3.Error:  # delivered all the same; a restart may send these spans again
+            logger.warning("otel-toolscore serve: could not record delivered spans in the queue", exc_info=True)
 
     def _replay(self) -> None:
         """Hand what is on disk to the pipeline again, skipping spans already delivered; spans of
