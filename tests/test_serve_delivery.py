@@ -85,6 +85,10 @@ def test_spans_accepted_while_the_upstream_fails_are_all_delivered_and_pushed_ba
         deadline = time.monotonic() + 60
         for request in range(20):  # 1,000 spans, 50 a request, as a client with retries sends them
             body, ids = _batch(1 + 50 * request, 50)
+            if request == 1:  # the upstream has refused, and serve knows it is failing
+                while upstream.refused < 2 or not server.upstream_failing():
+                    assert time.monotonic() < deadline, "the upstream never refused"
+                    time.sleep(0.05)
             while True:
                 assert time.monotonic() < deadline, "never accepted"
                 status, retry_after = _post(addresses.http_endpoint, body)
