@@ -42,6 +42,8 @@ WORKLOADS: dict[str, tuple[str, str]] = {
                 "scoring, thread/process, 100 %/10 % sampling (needs the bench extra)"),
     "load": ("benchmarks.load", "minutes of open-loop load with a slow judge: nothing lost, bounds held"),
     "judge-down": ("benchmarks.judge_down", "the app thread's cost while the judge hangs, refuses or fails"),
+    "sidecar-outage": ("benchmarks.sidecar_outage",
+                       "stock SDK senders through `serve` during an upstream outage: spans lost, duplicated"),
     "sidecar-kill": ("benchmarks.sidecar_kill", "what an in-memory `serve` loses on kill -9 and holds while upstream fails"),
     "regex-scan": ("benchmarks.regex_scan",
                    "every regular expression of the package on adversarial input: time at 2N and growth 2N/N"),

@@ -20,7 +20,7 @@ figures then included: up to ~8 µs per span in the main thread). The server's g
 collector is tuned as the ``serve`` command tunes it (``--server-gc own``) or left at Python's
 settings (``--server-gc default``, as in an app that embeds ``ToolScoreServer``).
 
-    .venv/bin/python -m benchmarks sidecar [--quick] [--protocols grpc,http] [--server-gc own|default]
+    .venv/bin/python -m benchmarks sidecar [--quick] [--protocols grpc,http] [--server-gc own|default] [--queue]
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def _thread_cpu() -> dict[str, float]:
 
 
 def serve(cpu: int, telemetry: str, decision_wait: float, forward_encoding: str, sample_rate: float,
-          own_gc: bool = True) -> None:
+          own_gc: bool = True, queue: bool = False) -> None:
     """The server process: start, print the ports, answer ``stats`` lines on stdin."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
@@ -118,8 +118,13 @@ def serve(cpu: int, telemetry: str, decision_wait: float, forward_encoding: str,
 
     exporter = _Counting(_body_encoder(forward_encoding))
     mp, lp, _ = telemetry_providers(telemetry)
+    extra: dict[str, Any] = {}
+    if queue:  # --queue: the on-disk queue in a fresh directory (issue 29)
+        import tempfile
+
+        extra["queue_dir"] = tempfile.mkdtemp(prefix="toolscore-bench-queue-")
     server = ToolScoreServer(span_exporter=exporter, meter_provider=mp, logger_provider=lp, grpc_port=0,
-                             http_port=0, decision_wait=decision_wait, default_sample_rate=sample_rate)
+                             http_port=0, decision_wait=decision_wait, default_sample_rate=sample_rate, **extra)
     if own_gc:  # as the `serve` command does (older checkouts: nothing to do)
         try:
             from otel_toolscore.runtime._own_process import tune_gc
@@ -203,12 +208,13 @@ class _Client:
 
 def measure(protocol: str, n_requests: int, runs_per_request: int, clients: int, telemetry: str,
             decision_wait: float, server_cpu: int, client_cpu: int, rate: float | None,
-            forward_encoding: str = "auto", sample_rate: float = 1.0, server_gc: str = "own") -> dict[str, Any]:
+            forward_encoding: str = "auto", sample_rate: float = 1.0, server_gc: str = "own",
+            queue: bool = False) -> dict[str, Any]:
     """Send every request once (``rate``: offered spans/s, paced; None: as fast as accepted)."""
     server = subprocess.Popen([sys.executable, "-m", "benchmarks.sidecar", "--_serve", str(server_cpu),
                                "--telemetry", telemetry, "--decision-wait", str(decision_wait),
                                "--forward-encoding", forward_encoding, "--sample-rate", str(sample_rate),
-                               "--server-gc", server_gc],
+                               "--server-gc", server_gc, *(["--queue"] if queue else [])],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env())
     assert server.stdin is not None and server.stdout is not None
     try:
@@ -311,17 +317,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     help="default_sample_rate; 0: nothing scored, the cost of receiving and forwarding alone")
     ap.add_argument("--server-gc", choices=("own", "default"), default="own",
                     help="own: the collector tuned as the `serve` command tunes it; default: Python's settings")
+    ap.add_argument("--queue", action="store_true", help="the server keeps accepted requests on disk (--queue-dir)")
     ap.add_argument("--_serve", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._serve is not None:
         serve(args._serve, args.telemetry, args.decision_wait, args.forward_encoding, args.sample_rate,
-              own_gc=args.server_gc == "own")
+              own_gc=args.server_gc == "own", queue=args.queue)
         return {}
     n_requests = args.requests or (40 if args.quick else 200)
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0, 1]
     server_cpu, client_cpu = cpus[0], cpus[-1]
     out: dict[str, Any] = {"benchmark": "sidecar", "machine": machine(), "forward_encoding": args.forward_encoding,
-                           "server_gc": args.server_gc,
+                           "server_gc": args.server_gc, "queue": args.queue,
                            "sample_rate": args.sample_rate, "telemetry": telemetry_providers(args.telemetry)[2],
                            "server_cpu": server_cpu, "client_cpu": client_cpu, "results": []}
     for protocol in args.protocols.split(","):
@@ -331,7 +338,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             n = n_requests if rate is None else max(4, min(n_requests, int(rate * (2 if args.quick else 6)
                                                                                / (args.runs_per_request * 10))))
             r = measure(protocol, n, args.runs_per_request, args.clients, args.telemetry, args.decision_wait,
-                        server_cpu, client_cpu, rate, args.forward_encoding, args.sample_rate, args.server_gc)
+                        server_cpu, client_cpu, rate, args.forward_encoding, args.sample_rate, args.server_gc,
+                        args.queue)
             out["results"].append(r)
             print(f"{protocol:4s} offered {rate_text:>6s} spans/s: {r['spans']} spans, accepted "
                   f"{r['accepted_spans_per_s']:.0f} spans/s, all forwarded after {r['forwarded_s']:.1f} s "

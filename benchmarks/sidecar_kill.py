@@ -11,7 +11,10 @@ receiver in this process that records the span ids it accepts, and answers 503 f
 answered 200, spans the upstream received, lost = accepted and never delivered, and spans
 refused with 503 (which the client still holds, so are not lost).
 
-    .venv/bin/python -m benchmarks sidecar-kill [--rate 50] [--kill-at 8] [--fail-at 3]
+With ``--queue``, both scenarios again with ``serve --queue-dir``: after the kill the upstream
+recovers and serve restarts on the same queue; duplicated = accepted spans received twice.
+
+    .venv/bin/python -m benchmarks sidecar-kill [--rate 50] [--kill-at 8] [--fail-at 3] [--queue]
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -55,21 +60,28 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def scenario(rate: float, kill_at: float, fail_at: float | None) -> dict[str, Any]:
-    upstream = _Upstream(fail_at)
-    port = _free_port()
+def _start(upstream: _Upstream, port: int, queue_dir: str | None) -> subprocess.Popen[bytes]:
+    queue = ["--queue-dir", queue_dir] if queue_dir else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "otel_toolscore.cli", "serve", "--upstream", upstream.url, "--http-port", str(port),
-         "--no-grpc", "--no-forward-signals"],
+         "--no-grpc", "--no-forward-signals", *queue],
         cwd=REPO, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while True:  # wait for the port
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
+            return proc
         except OSError:
             assert time.monotonic() < deadline, "serve did not start"
             time.sleep(0.05)
+
+
+def scenario(rate: float, kill_at: float, fail_at: float | None, queue_dir: str | None = None) -> dict[str, Any]:
+    """With ``queue_dir``: after the kill the upstream recovers and serve restarts on the same
+    queue; lost and duplicated are counted once it has delivered what it had (60 s at most)."""
+    upstream = _Upstream(fail_at)
+    port = _free_port()
+    proc = _start(upstream, port, queue_dir)
     t0 = upstream.t0 = time.monotonic()  # the failure clock starts with the load
     accepted: set[tuple[int, int]] = set()
     refused = 0
@@ -101,14 +113,29 @@ def scenario(rate: float, kill_at: float, fail_at: float | None) -> dict[str, An
             conn.close()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    time.sleep(0.5)
-    delivered = set(upstream.span_ids())
+    restart_s = None
+    if queue_dir:
+        upstream.fail_at = None
+        t_restart = time.monotonic()
+        proc = _start(upstream, port, queue_dir)
+        deadline = time.monotonic() + 60
+        while not accepted <= set(upstream.span_ids()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        restart_s = round(time.monotonic() - t_restart, 1)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    else:
+        time.sleep(0.5)
+    counts = Counter(upstream.span_ids())
+    delivered = set(counts)
     upstream.stop()
     lost = accepted - delivered
-    return {"scenario": "healthy" if fail_at is None else f"upstream 503 from {fail_at:g} s",
+    return {"scenario": ("healthy" if fail_at is None else f"upstream 503 from {fail_at:g} s")
+            + (", --queue-dir, restarted" if queue_dir else ", in memory"),
             "runs_sent": i, "spans_accepted": len(accepted), "spans_delivered": len(accepted & delivered),
             "spans_lost": len(lost), "lost_share_of_accepted": round(len(lost) / max(1, len(accepted)), 3),
-            "spans_refused_503": refused, "kill_at_s": kill_at}
+            "spans_duplicated": sum(1 for k in accepted if counts[k] > 1),
+            "spans_refused_503": refused, "kill_at_s": kill_at, "restart_to_all_delivered_s": restart_s}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -116,9 +143,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rate", type=float, default=50.0, help="agent runs (10 spans) per second")
     ap.add_argument("--kill-at", type=float, default=8.0)
     ap.add_argument("--fail-at", type=float, default=3.0)
+    ap.add_argument("--queue", action="store_true", help="also both scenarios with --queue-dir and a restart")
     args = ap.parse_args(argv)
-    out = {"machine": machine(), "rate_runs_per_s": args.rate,
-           "results": [scenario(args.rate, args.kill_at, None), scenario(args.rate, args.kill_at, args.fail_at)]}
+    results = [scenario(args.rate, args.kill_at, None), scenario(args.rate, args.kill_at, args.fail_at)]
+    if args.queue:
+        for fail_at in (None, args.fail_at):
+            with tempfile.TemporaryDirectory(prefix="toolscore-kill-queue-") as queue_dir:
+                results.append(scenario(args.rate, args.kill_at, fail_at, queue_dir))
+    out = {"machine": machine(), "rate_runs_per_s": args.rate, "results": results}
     print(json.dumps(out, indent=2))
 
 

@@ -63,6 +63,10 @@ def _console(stderr: bool = False) -> Console:
     return console
 
 
+#: ``serve``'s exit status when a stop left accepted data undelivered
+SERVE_UNDELIVERED_EXIT = 3
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
     # soft_wrap: an error message is one line in a CI log, whatever the width (grep finds it)
     _console(stderr=True).print(f"[red]otel-toolscore:[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -369,9 +373,21 @@ def serve(
         metavar="SECONDS",         help="Longest hold of an agent span, seconds; must exceed the decision wait (default: decision wait + 5; "
         "a hold_timeout from the settings file or environment, the app's bound, counts from the end of the "
         "decision wait).")] = None,
+    queue_dir: Annotated[Path | None, typer.Option(
+        metavar="DIR", help="Keep accepted requests on disk (SQLite) until delivered; on start, deliver what is "
+        "there first (default: the setting serve_queue_dir; unset: in memory).")] = None,
+    queue_max_bytes: Annotated[int | None, typer.Option(
+        metavar="BYTES", help="The on-disk queue's bound; a request over it gets 503/UNAVAILABLE "
+        "(default: the setting serve_queue_max_bytes, 1 GiB).")] = None,
+    stop_timeout: Annotated[float, typer.Option(
+        metavar="SECONDS", help="On SIGTERM/SIGINT, how long to keep delivering what was accepted before giving "
+        "up (exit status 3 then).")] = 30.0,
     log_level: Annotated[str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")] = "warning",
 ) -> None:
-    """Receive OTLP from agents in any language, score their runs, forward everything upstream."""
+    """Receive OTLP from agents in any language, score their runs, forward everything upstream.
+
+    Exit status: 0 after a stop that delivered everything, 2 on bad settings or a port in use, 3
+    when a stop left accepted data undelivered (the counts are printed)."""
     import logging
 
     from otel_toolscore.config import ConfigError
@@ -387,6 +403,7 @@ def serve(
             max_request_bytes=max_request_bytes, max_concurrent_requests=max_concurrent_requests,
             max_queued_spans=max_queued_spans, auth_token=auth_token, forward_signals=forward_signals,
             scorers=scorer or None, config_file=config, decision_wait=decision_wait, hold_timeout=hold_timeout,
+            queue_dir=queue_dir, queue_max_bytes=queue_max_bytes,
         )
     except (ConfigError, MissingExtraError) as exc:
         _fail(str(exc))
@@ -403,10 +420,17 @@ def serve(
 
     tune_gc()  # this process is the sidecar's alone
     try:
-        server.serve_forever(on_started=started)
+        server.serve_forever(on_started=started, stop_timeout=stop_timeout)
     except (OSError, MissingExtraError) as exc:
         _fail(str(exc))
     print(f"otel-toolscore serve: stopped ({server.stats['spans']} spans received)", flush=True)
+    left = server.undelivered_total()
+    if left:
+        # an orchestrator (or a person) must see that the stop lost data, not a clean exit
+        by_signal = ", ".join(f"{n} {signal_name} ({reason})"
+                              for (signal_name, reason), n in sorted(server.undelivered.items()))
+        _fail(f"serve stopped with {left} accepted items undelivered to the upstream: {by_signal}",
+              code=SERVE_UNDELIVERED_EXIT)
 
 
 @app.command()

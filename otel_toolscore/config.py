@@ -166,6 +166,12 @@ class ToolScoreSettings(BaseSettings):
     queue_size: Size = 2_048
     #: sidecar: quiet time after a root span before scoring
     decision_wait: PositiveSeconds = 2.0
+    #: sidecar: the on-disk queue's directory (SQLite); unset: the buffer is in memory
+    serve_queue_dir: str | None = None
+    #: sidecar: bytes of accepted requests the on-disk queue holds before pushing back
+    serve_queue_max_bytes: Size = 1 << 30
+    #: sidecar: distinct app service names put on its evaluation events; beyond, "_other"
+    serve_max_app_services: Size = 100
     #: where code scorers run: "thread" (a worker thread of the app's process) or "process" (a
     #: child process, off the app's GIL; runtime/_scoring_process.py)
     scoring: Literal["thread", "process"] = "thread"

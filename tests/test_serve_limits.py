@@ -208,12 +208,11 @@ def test_grpc_rpcs_beyond_the_concurrency_limit_are_refused_while_others_are_in_
         # two clients' RPCs held in flight by the upstream
         held = [ch.unary_unary(GRPC_LOGS).future(b"", timeout=30) for ch in channels[:2]]
         assert upstream.wait_arrived(2)
-        # a third client's: refused at once, not queued
-        t0 = time.monotonic()
+        # a third client's: refused while the two are still held, not queued behind them
         with pytest.raises(grpc.RpcError) as err:
             channels[2].unary_unary(GRPC_TRACES)(BODY, timeout=20)
         assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert time.monotonic() - t0 < MARGIN_S
+        assert not any(f.done() for f in held)
         upstream.release.set()
         assert [f.result(timeout=20) for f in held] == [b"", b""]
         assert channels[3].unary_unary(GRPC_TRACES)(BODY, timeout=20) == b""  # still serving
@@ -324,22 +323,28 @@ def test_slow_loris_headers_are_cut_off_at_request_timeout() -> None:
     srv = make_server(grpc_port=None, request_timeout=1.0)
     sock = socket.create_connection(("127.0.0.1", srv.addresses.http_port), timeout=10)
     stop = threading.Event()
+    headers = (HEADERS % 10) * 100
+    sent = []
 
     def dribble() -> None:
         try:
-            for byte in (HEADERS % 10) * 100:
+            for byte in headers:
                 if stop.wait(0.05):
                     return
                 sock.send(bytes([byte]))
+                sent.append(byte)
         except OSError:
             pass  # the server closed the connection
 
-    t0 = time.monotonic()
     thread = threading.Thread(target=dribble)
     thread.start()
     try:
         raw_response(sock, 1.0 + 2 * MARGIN_S, until_closed=True)
-        assert time.monotonic() - t0 < 1.0 + MARGIN_S, "the dribbling client kept its connection"
+        stop.set()
+        thread.join(5)
+        # every byte kept the socket timeout from firing, yet the server closed the connection
+        # long before the client was done (it would have taken len(headers) x 50 ms)
+        assert 0 < len(sent) < len(headers) // 4, "the dribbling client kept its connection"
     finally:
         stop.set()
         thread.join(5)
@@ -351,12 +356,11 @@ def test_a_declared_body_that_never_comes_is_answered_408_at_request_timeout() -
     srv = make_server(grpc_port=None, request_timeout=1.0)
     try:
         with socket.create_connection(("127.0.0.1", srv.addresses.http_port), timeout=10) as sock:
-            t0 = time.monotonic()
             sock.sendall(HEADERS % 100 + b"0123456789")
             reply = raw_response(sock, 1.0 + MARGIN_S)
-            assert time.monotonic() - t0 < 1.0 + MARGIN_S
         assert reply.startswith(b"HTTP/1.1 408 ")
         assert b"Connection: close" in reply
+        assert srv.stats["http_408"] == 1
         assert post(srv.addresses.http_port)[0] == 200
     finally:
         srv.stop(10)
@@ -374,10 +378,13 @@ def test_stalled_clients_do_not_keep_a_normal_client_from_being_served() -> None
             sock.sendall(HEADERS % 100 + b"0123456789" if i % 2 else b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nCon")
             stalled.append(sock)
         time.sleep(0.3)  # every stalled request is being read by its handler
-        t0 = time.monotonic()
         status, _, _ = post(srv.addresses.http_port)
         assert status == 200
-        assert time.monotonic() - t0 < MARGIN_S
+        # served while every stalled connection is still held open (request_timeout is 30 s)
+        for sock in stalled:
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                sock.recv(1)
     finally:
         for sock in stalled:
             sock.close()
@@ -410,10 +417,8 @@ def test_a_huge_declared_content_length_is_refused_413_before_reading() -> None:
     srv = make_server(grpc_port=None, max_request_bytes=1 << 20)
     try:
         with socket.create_connection(("127.0.0.1", srv.addresses.http_port), timeout=10) as sock:
-            t0 = time.monotonic()
-            sock.sendall(HEADERS % (1 << 40))  # a terabyte, and no body at all
+            sock.sendall(HEADERS % (1 << 40))  # a terabyte, and no body at all: an answer means none was awaited
             reply = raw_response(sock, MARGIN_S)
-            assert time.monotonic() - t0 < MARGIN_S
         assert reply.startswith(b"HTTP/1.1 413 ")
         assert post(srv.addresses.http_port)[0] == 200
     finally:

@@ -5,6 +5,9 @@ This package is the public surface; its modules, one job each:
 ``server``      ``ToolScoreServer``: the pipeline (processor, export queue, delivery), life cycle, requests
 ``_grpc``       the OTLP/gRPC receiver
 ``_http``       the OTLP/HTTP receiver: an HTTP/1.1 reader with deadlines and byte budgets
+``_app_service`` the app each run came from, on the sidecar's events (bounded)
+``_disk_queue`` ``--queue-dir``: accepted requests on disk (SQLite, WAL) until delivered
+``_health``     liveness, readiness (``/healthz``, ``/readyz``) and the gRPC health service
 ``_protocol``   what both share: refusals, replies, error bodies, trace request decoding
 ``admission``   never accept what would be dropped: the export backlog and the processor's bounds
 ``delivery``    ``RetryingExporter``: what was accepted is retried until the upstream takes it

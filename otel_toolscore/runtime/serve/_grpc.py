@@ -1,5 +1,5 @@
 """The OTLP/gRPC receiver of ``serve``: ``TraceService/Export``, and ``LogsService``/``MetricsService``
-when forwarding is on (else UNIMPLEMENTED).
+when forwarding is on (else UNIMPLEMENTED); the standard health service (``_health``).
 
 Requests are handled as raw bytes (no serializers): traces are decoded by the server, logs and
 metrics go upstream as they came. gRPC itself bounds what a client can hold: the message size
@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from otel_toolscore.extras import require
+from otel_toolscore.runtime.serve._health import grpc_health_handler
 from otel_toolscore.runtime.serve._protocol import GRPC_SERVICES, Rejection, Reply
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def start_grpc(app: ToolScoreServer, port: int) -> tuple[Any, int]:
         return _call(app, context, lambda: app.ingest_traces(request, is_json=False))
 
     handlers = [grpc.method_handlers_generic_handler(
-        GRPC_SERVICES["traces"], {"Export": grpc.unary_unary_rpc_method_handler(traces)})]
+        GRPC_SERVICES["traces"], {"Export": grpc.unary_unary_rpc_method_handler(traces)}), grpc_health_handler(app)]
     if app.forward_signals:
         for signal_name in ("logs", "metrics"):
             handlers.append(grpc.method_handlers_generic_handler(

@@ -1,5 +1,5 @@
 """The OTLP/HTTP receiver of ``serve``: ``POST /v1/{traces,logs,metrics}``, protobuf or JSON,
-optionally gzip/deflate, on an HTTP/1.1 reader built to hold up against slow or hostile clients:
+optionally gzip/deflate, and the probes ``GET /healthz`` and ``/readyz`` (``_health``), on an HTTP/1.1 reader built to hold up against slow or hostile clients:
 a deadline for each whole request (``_DeadlineReader``), bodies read a chunk at a time against a
 budget of bytes being received (``ByteBudget``) before a request slot is taken, and a bound on
 connections (each has a thread). The limits as a client sees them: ``server``'s docstring.
@@ -188,7 +188,18 @@ class _HttpHandler(BaseHTTPRequestHandler):
         else:
             self._error(Rejection(404, "NOT_FOUND", f"no such path {path}"), is_json=True)
 
-    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = _not_allowed
+    do_PUT = do_DELETE = do_PATCH = do_HEAD = _not_allowed
+
+    def do_GET(self) -> None:
+        # The probes: no token asked (a kubelet has none) and nothing told but readiness.
+        path = urlsplit(self.path).path
+        if path == "/healthz":
+            self._send(200, "text/plain", b"ok\n")
+        elif path == "/readyz":
+            state = self.server.app.readiness()
+            self._send(200 if state.ready else 503, "application/json", state.json())
+        else:
+            self._not_allowed()
 
     def do_POST(self) -> None:
         app = self.server.app

@@ -1,8 +1,9 @@
 """Admission: ``serve`` never accepts what it would have to drop.
 
 The spans of a request are reserved against the bound of the export queue before any of them
-enters the processor; a request that does not fit, or comes while the upstream is failing or
-the scoring processor is at its bounds, is refused as a whole with a retryable 503/UNAVAILABLE.
+enters the processor; a request that does not fit, or comes while the scoring processor is at
+its bounds, is refused as a whole with a retryable 503/UNAVAILABLE. A failing upstream is not a
+reason in itself: while there is room, what comes is accepted and waits to be delivered.
 """
 
 from __future__ import annotations
@@ -111,14 +112,16 @@ def refusal(
 ) -> Rejection | None:
     """Why a request of ``n`` spans is refused now, or None: then room for them is reserved in
     ``backlog`` (``release(n)`` once they are in the processor)."""
-    if delivery is not None and delivery.failing:
-        # What is accepted now would wait behind batches the upstream refuses: the
-        # sender keeps it and retries instead (its queue, not this process's memory).
-        return Rejection(503, "UNAVAILABLE", "the upstream is failing; retry later", delivery.retry_after_s())
+    # A failing upstream alone is no reason to refuse: what is accepted waits in the buffer and
+    # is retried until delivered, while the sender's own exporter would give up within its
+    # timeout (docs/reliability.md, "`serve` never acknowledges"). Only a full buffer pushes back.
     why = scoring_full(proc)
     waiting = backlog.try_reserve(n) if why is None else None
     if why is None and waiting is not None:
         why = f"{waiting} spans are waiting for the upstream (max_queued_spans {backlog.limit})"
+        if delivery is not None and delivery.failing:
+            why += "; the upstream is failing"
+            return Rejection(503, "UNAVAILABLE", f"busy, retry later: {why}", delivery.retry_after_s())
     if why is not None:
         return Rejection(503, "UNAVAILABLE", f"busy, retry later: {why}", RETRY_AFTER_S)
     return None

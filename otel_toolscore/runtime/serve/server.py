@@ -26,8 +26,8 @@ Responses follow the OTLP specification:
 * HTTP 400 / gRPC INVALID_ARGUMENT: nothing in the payload is an OTLP trace request;
 * HTTP 413 (gRPC RESOURCE_EXHAUSTED, from gRPC itself): over ``max_request_bytes``, checked on
   Content-Length, while reading a chunked body, and on the decompressed size (gzip bombs);
-* HTTP 503 + ``Retry-After`` / gRPC UNAVAILABLE + ``google.rpc.RetryInfo``: the upstream is
-  failing (its latest export failed), the spans waiting for the upstream, the pending traces or
+* HTTP 503 + ``Retry-After`` / gRPC UNAVAILABLE + ``google.rpc.RetryInfo``: the spans waiting
+  for the upstream (a failing upstream fills that buffer), the pending traces or
   the scoring queue are at their bounds (accepting would mean dropping spans or scores), too
   many concurrent requests, or shutting down;
 * HTTP 408: the request (headers and body) did not arrive within ``request_timeout``;
@@ -54,10 +54,15 @@ retries it) or accepted as a whole, and admission reserves its spans against the
 export queue before any of them enters the processor.
 
 What is accepted is kept until delivered: a batch the upstream refuses is retried with backoff
-(``delivery.RetryingExporter``), and while it is failing new spans are refused (503/UNAVAILABLE,
-``Retry-After``), so the senders hold them. Only a stop whose deadline passes with the upstream
+(``delivery.RetryingExporter``), and while it is failing new spans are accepted as long as the
+buffer (``max_queued_spans``) has room, then refused (503/UNAVAILABLE, ``Retry-After``), so
+the senders hold them. Only a stop whose deadline passes with the upstream
 still failing gives up: those spans are counted in ``stats["spans_undelivered"]`` and logged.
-The buffer is in memory: a kill -9 loses what was accepted and not yet delivered (docs/reliability.md, "`serve` never acknowledges").
+The buffer is in memory unless ``queue_dir`` is set: then every accepted request is on disk
+before its 200 (``_disk_queue``) and a restart delivers what a crash left; in memory, a kill -9
+loses what was accepted and not yet delivered (docs/reliability.md, "`serve` never acknowledges").
+Its own outputs (evaluation records, metrics) are retried like spans; what a stop cannot deliver
+is counted in ``undelivered`` by signal and reason. Health: ``_health``.
 """
 
 from __future__ import annotations
@@ -67,26 +72,37 @@ import inspect
 import logging
 import os
 import signal
+import sqlite3
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
-from otel_toolscore.runtime.serve import admission
+from otel_toolscore.runtime.serve import admission, delivery
+from otel_toolscore.runtime.serve._app_service import AppServiceLogProcessor, AppServices
+from otel_toolscore.runtime.serve._disk_queue import DiskQueue
 from otel_toolscore.runtime.serve._forward import Forwarder, check_request
 from otel_toolscore.runtime.serve._grpc import start_grpc
+from otel_toolscore.runtime.serve._health import Readiness, readiness
 from otel_toolscore.runtime.serve._http import HttpServer, start_http
 from otel_toolscore.runtime.serve._protocol import RETRY_AFTER_S, Rejection, Reply, decode_traces, traces_reply
-from otel_toolscore.runtime.serve.delivery import RetryingExporter
+from otel_toolscore.runtime.serve.delivery import (
+    Retrier,
+    RetryingExporter,
+    RetryingLogExporter,
+    RetryingMetricExporter,
+)
 from otel_toolscore.runtime.serve.upstream import Upstream
+from otel_toolscore.semconv import INSTRUMENTATION_SCOPE
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +179,8 @@ class ToolScoreServer:
         meter_provider: Any = None,
         logger_provider: Any = None,
         resource: Resource | None = None,
+        queue_dir: str | os.PathLike[str] | None = None,
+        queue_max_bytes: int | None = None,
         **settings: Any,
     ) -> None:
         if grpc_port is None and http_port is None:
@@ -201,6 +219,22 @@ class ToolScoreServer:
         self._stats_lock = threading.Lock()
         self._backlog = admission.Backlog(max_queued_spans)
         self._delivery: RetryingExporter | None = None
+        self._retriers: list[Retrier] = []
+        # the arguments win over the settings (file, OTEL_TOOLSCORE_SERVE_QUEUE_*)
+        self.queue_dir = queue_dir if queue_dir is not None else self.settings.serve_queue_dir
+        self.queue_max_bytes = queue_max_bytes if queue_max_bytes is not None else self.settings.serve_queue_max_bytes
+        if self.queue_max_bytes < 1:
+            raise ConfigError(f"queue_max_bytes must be at least 1, not {self.queue_max_bytes}")
+        self._queue: DiskQueue | None = None
+        # which stored request each span in the pipeline came from, and how many of each are left
+        self._owners: dict[tuple[int, int], deque[int]] = {}
+        self._outstanding: dict[int, int] = {}
+        self._owners_lock = threading.Lock()
+        self._downstream: Any = None
+        self._replay_thread: threading.Thread | None = None
+        self._apps: AppServices | None = None
+        #: what a stop could not deliver, by (signal, reason): delivery.SPANS, ..., delivery.STOP_DEADLINE, ...
+        self.undelivered: Counter[tuple[str, str]] = Counter()
         self._forwarder: Forwarder | None = None
         self._grpc_server: Any = None
         self._httpd: HttpServer | None = None
@@ -243,7 +277,19 @@ class ToolScoreServer:
             raise RuntimeError("ToolScoreServer.start() called twice")
         self._started = True
         try:
+            if self.queue_dir is not None:
+                self._queue = DiskQueue(self.queue_dir, self.queue_max_bytes)
+                dropped, spans = self._queue.trim_to_bound()
+                if dropped:
+                    self._undelivered(delivery.SPANS, delivery.QUEUE_FULL, spans)
+                    logger.warning("otel-toolscore serve: %d requests (%d spans) dropped from the queue, oldest "
+                                   "first, to fit queue_max_bytes", dropped, spans)
             self._build_pipeline()
+            if self._queue is not None:
+                # what a previous run accepted goes first; new requests are taken meanwhile
+                self._replay_thread = threading.Thread(target=self._replay, name="otel-toolscore-replay",
+                                                       daemon=True)
+                self._replay_thread.start()
             grpc_port = http_port = None
             if self.grpc_port is not None:
                 self._grpc_server, grpc_port = start_grpc(self, self.grpc_port)
@@ -268,8 +314,11 @@ class ToolScoreServer:
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
             assert self.upstream is not None
+            # the metrics go through the same retrying delivery as the spans
+            metric_exporter = RetryingMetricExporter(self.upstream.metric_exporter(),
+                                                     self._retrier(delivery.METRIC_POINTS))
             meter_provider = MeterProvider(
-                resource=resource, metric_readers=[PeriodicExportingMetricReader(self.upstream.metric_exporter())])
+                resource=resource, metric_readers=[PeriodicExportingMetricReader(metric_exporter)])
             self._own_providers.append(meter_provider)
         if logger_provider is None and self.settings.events:
             from opentelemetry.sdk._logs import LoggerProvider
@@ -277,21 +326,36 @@ class ToolScoreServer:
 
             assert self.upstream is not None
             logger_provider = LoggerProvider(resource=resource)
-            logger_provider.add_log_record_processor(BatchLogRecordProcessor(self.upstream.log_exporter()))
+            # evaluation records are retried as spans are; the queue may hold what a long outage
+            # brings (the SDK's default, 2,048, would drop the oldest), and what enters it is
+            # counted so that what a stop leaves in it is counted too
+            log_exporter = RetryingLogExporter(self.upstream.log_exporter(), self._retrier(delivery.LOG_RECORDS),
+                                               on_delivered=lambda n: self._count("log_records_delivered", n))
+            # the app each run came from, on its events (bounded: _app_service)
+            self._apps = AppServices(self.settings.serve_max_app_services, 2 * self.settings.max_pending_traces)
+            logger_provider.add_log_record_processor(AppServiceLogProcessor(self._apps))
+            logger_provider.add_log_record_processor(_CountingLogProcessor(self._count))
+            logger_provider.add_log_record_processor(
+                BatchLogRecordProcessor(log_exporter, max_queue_size=2 * self.max_queued_spans + 1024))
             self._own_providers.append(logger_provider)
         exporter = self._span_exporter
         if exporter is None:
             assert self.upstream is not None
             exporter = self.upstream.span_exporter()
         # A failed batch is retried until delivered (not dropped, as the SDK would): what was
-        # answered 200 is kept; admission refuses new spans while the upstream is failing.
-        self._delivery = RetryingExporter(exporter, on_done=self._backlog.left,
-                                          on_undelivered=lambda n: self._count("spans_undelivered", n))
+        # answered 200 is kept; admission refuses new spans once the buffer is full.
+        self._delivery = RetryingExporter(
+            exporter, on_done=self._backlog.left,
+            on_undelivered=lambda n: self._undelivered(
+                delivery.SPANS, delivery.KEPT_ON_DISK if self._queue is not None else delivery.STOP_DEADLINE, n),
+            on_delivered=self._spans_delivered if self._queue is not None else None)
+        self._retriers.append(self._delivery.retrier)
         # The export queue holds twice what admission lets in: evaluation spans and held agent
         # spans enter it without admission, and must not make it drop app spans.
         batch = BatchSpanProcessor(self._delivery, max_queue_size=2 * self.max_queued_spans + 1024)
+        self._downstream = admission.CountingProcessor(batch, self._backlog)
         self.processor = ToolScoreSpanProcessor(
-            admission.CountingProcessor(batch, self._backlog), self._scorers, settings=self.settings,
+            self._downstream, self._scorers, settings=self.settings,
             completion="quiet", meter_provider=meter_provider, logger_provider=logger_provider,
         )
         if self.forward_signals:
@@ -345,6 +409,7 @@ class ToolScoreServer:
             self._stopping = True
         ok = True
         grpc_done = None
+        give_up = self._bound_delivery(deadline)
         if self._grpc_server is not None:
             # New RPCs are refused now; those in flight get until the deadline.
             grpc_done = self._grpc_server.stop(grace=max(0.0, (deadline - time.monotonic()) / 2))
@@ -360,17 +425,12 @@ class ToolScoreServer:
                 self._state.wait(min(remaining, 0.1))
         if grpc_done is not None:
             ok = grpc_done.wait(max(0.0, deadline - time.monotonic())) and ok
+        if self._replay_thread is not None:  # it sees _stopping and hands nothing more to the processor
+            self._replay_thread.join(max(0.0, deadline - time.monotonic()))
         if self.processor is not None:
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
-            give_up = self._bound_delivery(deadline)
             ok = self.processor.force_flush(remaining_ms) and ok
             self.processor.shutdown()
-            if give_up is not None:
-                give_up.cancel()
-            if self.stats["spans_undelivered"]:
-                ok = False
-                logger.warning("otel-toolscore serve: %d accepted spans could not be delivered to the upstream "
-                               "before the stop deadline", self.stats["spans_undelivered"])
         for provider in self._own_providers:
             try:
                 remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
@@ -381,18 +441,36 @@ class ToolScoreServer:
             except Exception:  # a failing exporter must not keep the others from flushing
                 logger.warning("otel-toolscore: shutting down %s failed", type(provider).__name__, exc_info=True)
                 ok = False
+        if give_up is not None:
+            give_up.cancel()
+        with self._stats_lock:
+            left = (self.stats["log_records_emitted"] - self.stats["log_records_delivered"]
+                    - self.stats["log_records_undelivered"])
+        if left > 0:
+            self._undelivered(delivery.LOG_RECORDS, delivery.LEFT_IN_QUEUE, left)
+        if self.undelivered:
+            ok = False
+            logger.warning("otel-toolscore serve: not delivered to the upstream before the stop deadline: %s",
+                           ", ".join(f"{n} {signal_name} ({reason})"
+                                     for (signal_name, reason), n in sorted(self.undelivered.items())))
         if self._forwarder is not None:
             self._forwarder.close()
+        if self._queue is not None:
+            self._queue.close()
         return ok
 
     def _bound_delivery(self, deadline: float) -> threading.Timer | None:
         """Retrying delivery must not outlast the stop deadline: at the deadline what is left is
         counted as undelivered instead of retried. A timer, because the SDK's batch processor
         exports inside force_flush and shutdown whatever timeout they are given."""
-        delivery = self._delivery
-        if delivery is None:
+        if not self._retriers:
             return None
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), delivery.give_up)
+
+        def give_up() -> None:
+            for retrier in self._retriers:
+                retrier.give_up()
+
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), give_up)
         timer.daemon = True
         timer.start()
         return timer
@@ -410,6 +488,121 @@ class ToolScoreServer:
     def _count(self, key: str, n: int = 1) -> None:
         with self._stats_lock:
             self.stats[key] += n
+
+    def _undelivered(self, signal_name: str, reason: str, n: int) -> None:
+        with self._stats_lock:
+            self.undelivered[signal_name, reason] += n
+            self.stats[f"{signal_name}_undelivered"] += n
+
+    def _retrier(self, signal_name: str) -> Retrier:
+        retrier = Retrier(signal_name, self._undelivered)
+        self._retriers.append(retrier)
+        return retrier
+
+    @property
+    def receiving(self) -> bool:
+        """Started, and not stopping: requests are taken."""
+        with self._state:
+            return self.addresses is not None and not self._stopping
+
+    def queued_spans(self) -> int:
+        """Spans accepted and waiting for the upstream."""
+        return self._backlog.queued()
+
+    def queue_room_bytes(self) -> int | None:
+        """Bytes the on-disk queue can still take; None without one."""
+        queue = self._queue
+        return None if queue is None else queue.max_bytes - queue.used_bytes
+
+    def upstream_failing(self) -> bool:
+        """The latest export of some signal to the upstream failed, or is stuck."""
+        return any(retrier.failing for retrier in self._retriers)
+
+    def readiness(self) -> Readiness:
+        """Ready to take requests (``/readyz``, the gRPC health service): ``_health``."""
+        return readiness(self)
+
+    def undelivered_total(self) -> int:
+        """Everything accepted or made here that a stop left undelivered and lost, all signals
+        (what stays in the on-disk queue is not lost: a restart delivers it)."""
+        with self._stats_lock:
+            return sum(n for (_, reason), n in self.undelivered.items() if reason != delivery.KEPT_ON_DISK)
+
+    # --- the on-disk queue -------------------------------------------------------------------------
+
+    def _own(self, request_id: int, spans: Sequence[Any]) -> None:
+        with self._owners_lock:
+            for span in spans:
+                context = span.context
+                self._owners.setdefault((context.trace_id, context.span_id), deque()).append(request_id)
+            self._outstanding[request_id] = self._outstanding.get(request_id, 0) + len(spans)
+
+    def _spans_delivered(self, spans: Sequence[Any]) -> None:
+        """A batch reached the upstream: record its spans on disk, remove the requests now done,
+        and remember the traces whose evaluation span went (scored: not again after a restart)."""
+        assert self._queue is not None
+        rows: list[tuple[int, int, int]] = []
+        finished: list[int] = []
+        scored: set[int] = set()
+        with self._owners_lock:
+            for span in spans:
+                context = span.context
+                key = (context.trace_id, context.span_id)
+                owners = self._owners.get(key)
+                if owners:
+                    request_id = owners.popleft()
+                    if not owners:
+                        del self._owners[key]
+                    rows.append((request_id, *key))
+                    self._outstanding[request_id] -= 1
+                    if not self._outstanding[request_id]:
+                        del self._outstanding[request_id]
+                        finished.append(request_id)
+                elif getattr(span.instrumentation_scope, "name", None) == INSTRUMENTATION_SCOPE:
+                    scored.add(context.trace_id)
+        try:
+            if scored:
+                self._queue.mark_scored(scored)
+            if rows or finished:
+                self._queue.delivered(rows, finished)
+        except sqlite3.Error:  # delivered all the same; a restart may send these spans again
+            logger.warning("otel-toolscore serve: could not record delivered spans in the queue", exc_info=True)
+
+    def _replay(self) -> None:
+        """Hand what is on disk to the pipeline again, skipping spans already delivered; spans of
+        a trace already scored bypass scoring (forwarded as they are)."""
+        queue, processor = self._queue, self.processor
+        assert queue is not None and processor is not None
+        for stored in queue.stored():
+            if self._stopping:
+                return
+            try:
+                decoded = decode_traces(stored.body, stored.is_json)
+            except Rejection:  # stored only after it decoded; a corrupt row is dropped, counted
+                self._undelivered(delivery.SPANS, "unreadable_in_queue", 1)
+                queue.delivered([], [stored.id])
+                continue
+            spans = [s for s in decoded.spans if (s.context.trace_id, s.context.span_id) not in stored.delivered]
+            if not spans:
+                queue.delivered([], [stored.id])
+                continue
+            while self._backlog.try_reserve(len(spans)) is not None:  # wait for room, as a sender would
+                if self._stop_requested.wait(0.05) or self._stopping:
+                    return
+            try:
+                self._own(stored.id, spans)
+                if self._apps is not None:
+                    self._apps.note(spans)
+                scored = {t for t in {s.context.trace_id for s in spans} if queue.scored(t)}
+                fresh = [s for s in spans if s.context.trace_id not in scored]
+                for span in spans:
+                    if span.context.trace_id in scored:
+                        self._downstream.on_end(span)
+                if fresh:
+                    processor.on_end_many(fresh)
+            finally:
+                self._backlog.release(len(spans))
+            self._count("spans_replayed", len(spans))
 
     @contextmanager
     def _request(self) -> Iterator[None]:
@@ -449,6 +642,18 @@ class ToolScoreServer:
                 raise refused
             assert self.processor is not None
             try:
+                if self._queue is not None:
+                    # on disk before the 200: a kill -9 from here on loses nothing acknowledged
+                    request_id = self._queue.append(body, is_json, n)
+                    if request_id is None:
+                        self._count("throttled", 1)
+                        self._count("queue_full", 1)
+                        raise Rejection(503, "UNAVAILABLE", f"busy, retry later: the on-disk queue is full "
+                                        f"(queue_max_bytes {self._queue.max_bytes})",
+                                        self._delivery.retry_after_s() if self._delivery else RETRY_AFTER_S)
+                    self._own(request_id, decoded.spans)
+                if self._apps is not None:
+                    self._apps.note(decoded.spans)
                 # the request's spans in one call: one lock and one pass, not one per span
                 self.processor.on_end_many(decoded.spans)
             finally:
@@ -463,3 +668,23 @@ class ToolScoreServer:
         check_request(signal_name, body, is_json)
         self._count(f"{signal_name}_forwarded", 1)
         return self._forwarder.forward(signal_name, body, is_json)
+
+
+class _CountingLogProcessor(LogRecordProcessor):  # type: ignore[misc]
+    """Counts the log records ``serve`` emits (``log_records_emitted``): with those delivered and
+    those given up, what a stop left in the export queue is known."""
+
+    def __init__(self, count: Callable[[str, int], None]) -> None:
+        self._count = count
+
+    def on_emit(self, log_record: Any) -> None:
+        self._count("log_records_emitted", 1)
+
+    def emit(self, log_record: Any) -> None:  # the name older SDKs call
+        self.on_emit(log_record)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
