@@ -233,6 +233,10 @@ TOOLSCORE_STRICT = "toolscore.strict"
 #: on an agent span that a scorer path (processor, serve) has scored: every path skips such a run
 #: (outcome ``already_scored``) so that a run exported twice (install() and serve) is scored once
 TOOLSCORE_SCORED = "toolscore.scored"
+#: on the sidecar's score metrics and events: the app a run came from (its resource's service.name
+#: and service.namespace), bounded (``serve_max_app_services``, then "_other")
+TOOLSCORE_APP_SERVICE_NAME = "toolscore.app.service.name"
+TOOLSCORE_APP_SERVICE_NAMESPACE = "toolscore.app.service.namespace"
 
 GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
 GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"

@@ -61,3 +61,44 @@ def test_each_event_names_the_app_it_came_from_up_to_the_cap(clean_otel_env: pyt
     assert seen[trace_of["checkout"]] == {("checkout", "shop")}
     assert seen[trace_of["search"]] == {("search", None)}
     assert seen[trace_of["billing"]] == {("_other", None)}  # a third distinct app: over the cap of 2
+
+
+def test_each_score_metric_names_the_app_it_came_from_up_to_the_cap(clean_otel_env: pytest.MonkeyPatch) -> None:
+    """The score histogram, the evaluations counter and the issues counter carry the app's
+    service too (what a dashboard splits by), capped as the events are."""
+    clean_otel_env.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    clean_otel_env.setenv("OTEL_BLRP_SCHEDULE_DELAY", "100")
+    upstream = OtlpSink()
+    server = ToolScoreServer(upstream.url, http_port=0, grpc_port=None, decision_wait=0.2, events=False,
+                             serve_max_app_services=2)
+    apps = [("checkout", "shop"), ("search", None), ("billing", "shop")]
+    runs = {service: _app_run(service, namespace) for service, namespace in apps}
+    try:
+        endpoint = server.start().http_endpoint
+        assert endpoint is not None
+        import http.client
+        from urllib.parse import urlsplit
+
+        for spans in runs.values():
+            conn = http.client.HTTPConnection(urlsplit(endpoint).netloc, timeout=10)
+            conn.request("POST", "/v1/traces", body=pb_body(spans), headers={"Content-Type": "application/x-protobuf"})
+            assert conn.getresponse().status == 200
+            conn.close()
+        assert server.stop(30)  # a stop exports the metrics collected so far
+    finally:
+        server.stop(5)
+        upstream.stop()
+    apps_by_metric: dict[str, set] = {}
+    for message in upstream.messages("metrics"):
+        for rm in message.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    points = list(metric.histogram.data_points) + list(metric.sum.data_points)
+                    for point in points:
+                        attributes = {a.key: a.value.string_value for a in point.attributes}
+                        apps_by_metric.setdefault(metric.name, set()).add(
+                            (attributes.get("toolscore.app.service.name"),
+                             attributes.get("toolscore.app.service.namespace")))
+    expected = {("checkout", "shop"), ("search", None), ("_other", None)}
+    assert apps_by_metric["gen_ai.evaluation.score"] == expected
+    assert apps_by_metric["toolscore.evaluations"] >= expected

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -363,8 +363,12 @@ class Emitter:
         meter_provider: MeterProvider | None = None,
         logger_provider: LoggerProvider | None = None,
         redact: Redactor | None = None,
+        run_metric_attributes: Callable[[str], Mapping[str, AttributeValue]] | None = None,
     ) -> None:
         self._settings = settings
+        # More attributes for a run's score metrics, by its trace id (the sidecar's: which app
+        # the run came from). Whoever gives them keeps their values bounded.
+        self._run_metric_attributes = run_metric_attributes
         self._preparer = Preparer(settings, redact)
         self._scope = InstrumentationScope(semconv.INSTRUMENTATION_SCOPE, __version__)
         self._warned: set[str] = set()
@@ -613,21 +617,29 @@ class Emitter:
             self._check_unsent()
         agent = emission.agent
         cached = self._metric_attributes
+        run: Mapping[str, AttributeValue] = {}
+        if self._run_metric_attributes is not None:
+            try:
+                run = self._run_metric_attributes(emission.trace_id)
+            except Exception:  # noqa: BLE001 - the scores are still recorded, without them
+                self._failed(OUTPUT_METRICS)
+        run_key: tuple[str | None, ...] = tuple(f"{k}={v!r}" for k, v in sorted(run.items())) if run else ()
         for name, outcome, value, label, issues in emission.metrics:
             try:
-                self.count_evaluation(name, outcome)
+                self.count_evaluation(name, outcome, run=run, run_key=run_key)
                 if value is not None:
-                    key: tuple[str | None, ...] = ("score", name, label, agent)
+                    key: tuple[str | None, ...] = ("score", name, label, agent, *run_key)
                     attributes = cached.get(key)
                     if attributes is None:
-                        attributes = self._keep_attributes(key, _score_attributes(name, label, agent))
+                        attributes = self._keep_attributes(key, {**_score_attributes(name, label, agent), **run})
                     self._record_score(value, attributes)
                 for issue_type, severity, tool_name in issues:
                     tool = self._bounded_tool_name(tool_name)
-                    key = ("issue", name, issue_type, severity, tool)
+                    key = ("issue", name, issue_type, severity, tool, *run_key)
                     attributes = cached.get(key)
                     if attributes is None:
-                        attributes = self._keep_attributes(key, _issue_attributes(name, issue_type, severity, tool))
+                        attributes = self._keep_attributes(
+                            key, {**_issue_attributes(name, issue_type, severity, tool), **run})
                     self._counts.add(key, self._issues_counter, attributes, 1)
             except Exception:  # noqa: BLE001 - never raise into the worker
                 self._failed(OUTPUT_METRICS)
@@ -651,16 +663,18 @@ class Emitter:
                 return name
         return _OTHER_TOOL
 
-    def count_evaluation(self, name: str, outcome: str, n: int = 1) -> None:
-        """``toolscore.evaluations{gen_ai.evaluation.name, outcome}`` += n (e.g. "dropped")."""
+    def count_evaluation(self, name: str, outcome: str, n: int = 1, *, run: Mapping[str, AttributeValue] | None = None,
+                         run_key: tuple[str | None, ...] = ()) -> None:
+        """``toolscore.evaluations{gen_ai.evaluation.name, outcome}`` += n (e.g. "dropped"), with a
+        run's own attributes (``run_metric_attributes``) when it is one run's."""
         if self._meter is None or n <= 0:
             return
         try:
-            key = ("evaluation", name, outcome)
+            key = ("evaluation", name, outcome, *run_key)
             attributes = self._metric_attributes.get(key)
             if attributes is None:
                 attributes = self._keep_attributes(
-                    key, {semconv.GEN_AI_EVALUATION_NAME: name, semconv.OUTCOME: outcome}
+                    key, {semconv.GEN_AI_EVALUATION_NAME: name, semconv.OUTCOME: outcome, **(run or {})}
                 )
             self._counts.add(key, self._evaluations_counter, attributes, n)
         except Exception:  # noqa: BLE001 - never raise into the worker

@@ -39,7 +39,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,7 @@ class ToolScoreSpanProcessor(SpanProcessor):
         scoring: str | None = None,
         meter_provider: Any = None,
         logger_provider: Any = None,
+        run_metric_attributes: Callable[[str], Mapping[str, Any]] | None = None,
         **overrides: Any,
     ) -> None:
         if completion not in ("open_spans", "quiet"):
@@ -107,7 +108,10 @@ class ToolScoreSpanProcessor(SpanProcessor):
             self.settings = self.settings.model_copy(update={"scoring": scoring})
         # The hot path reads it on every agent span.
         self._hold_timeout = self.settings.hold_timeout
-        self._emitter = Emitter(self.settings, meter_provider=meter_provider, logger_provider=logger_provider)
+        # run_metric_attributes: more attributes on a run's score metrics, by its trace id (serve's:
+        # the app the run came from)
+        self._emitter = Emitter(self.settings, meter_provider=meter_provider, logger_provider=logger_provider,
+                                run_metric_attributes=run_metric_attributes)
         self._engine = Engine(self.settings, scorers, self._emitter)
         # Sampling is decided on the trace id when a span starts: a trace no scorer samples is
         # never buffered, classified or assembled, only forwarded. None: every trace is sampled.

@@ -1,4 +1,4 @@
-"""Which app a run came from, on the sidecar's evaluation events: several apps behind one
+"""Which app a run came from, on the sidecar's evaluation events and score metrics: several apps behind one
 ``serve`` are told apart by ``toolscore.app.service.name`` (and ``toolscore.app.service.namespace``),
 from the resource of the spans each trace arrived with.
 
@@ -15,11 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs import LogRecordProcessor
+from opentelemetry.util.types import AttributeValue
+
+from otel_toolscore import semconv
 
 __all__ = ["APP_SERVICE_NAME", "APP_SERVICE_NAMESPACE", "OVERFLOW", "AppServices", "AppServiceLogProcessor"]
 
-APP_SERVICE_NAME = "toolscore.app.service.name"
-APP_SERVICE_NAMESPACE = "toolscore.app.service.namespace"
+APP_SERVICE_NAME = semconv.TOOLSCORE_APP_SERVICE_NAME
+APP_SERVICE_NAMESPACE = semconv.TOOLSCORE_APP_SERVICE_NAMESPACE
 OVERFLOW = "_other"
 
 
@@ -67,6 +70,22 @@ class AppServices:
         with self._lock:
             return self._traces.get(trace_id, (None, None))
 
+    def metric_attributes(self, trace_id_hex: str) -> dict[str, AttributeValue]:
+        """The app's attributes for a run's score metrics (the emitter asks by the run's trace id)."""
+        try:
+            return self.attributes(int(trace_id_hex, 16))
+        except ValueError:
+            return {}
+
+    def attributes(self, trace_id: int) -> dict[str, AttributeValue]:
+        name, namespace = self.of(trace_id)
+        attributes: dict[str, AttributeValue] = {}
+        if name is not None:
+            attributes[APP_SERVICE_NAME] = name
+        if namespace is not None:
+            attributes[APP_SERVICE_NAMESPACE] = namespace
+        return attributes
+
 
 class AppServiceLogProcessor(LogRecordProcessor):  # type: ignore[misc]
     """Adds the app's service attributes to each log record the sidecar emits (placed before the
@@ -80,15 +99,9 @@ class AppServiceLogProcessor(LogRecordProcessor):  # type: ignore[misc]
         trace_id = getattr(record, "trace_id", None)
         if not trace_id:
             return
-        name, namespace = self._apps.of(trace_id)
-        if name is None and namespace is None:
-            return
-        attributes = dict(record.attributes or {})
-        if name is not None:
-            attributes[APP_SERVICE_NAME] = name
-        if namespace is not None:
-            attributes[APP_SERVICE_NAMESPACE] = namespace
-        record.attributes = attributes
+        app = self._apps.attributes(trace_id)
+        if app:
+            record.attributes = {**(record.attributes or {}), **app}
 
     def emit(self, log_record: Any) -> None:  # the name older SDKs call
         self.on_emit(log_record)

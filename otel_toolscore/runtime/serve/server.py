@@ -303,6 +303,8 @@ class ToolScoreServer:
         return self.addresses
 
     def _build_pipeline(self) -> None:
+        # the app each run came from, on its events and score metrics (bounded: _app_service)
+        self._apps = AppServices(self.settings.serve_max_app_services, 2 * self.settings.max_pending_traces)
         resource = self._resource
         if resource is None:
             named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
@@ -331,8 +333,6 @@ class ToolScoreServer:
             # counted so that what a stop leaves in it is counted too
             log_exporter = RetryingLogExporter(self.upstream.log_exporter(), self._retrier(delivery.LOG_RECORDS),
                                                on_delivered=lambda n: self._count("log_records_delivered", n))
-            # the app each run came from, on its events (bounded: _app_service)
-            self._apps = AppServices(self.settings.serve_max_app_services, 2 * self.settings.max_pending_traces)
             logger_provider.add_log_record_processor(AppServiceLogProcessor(self._apps))
             logger_provider.add_log_record_processor(_CountingLogProcessor(self._count))
             logger_provider.add_log_record_processor(
@@ -357,6 +357,7 @@ class ToolScoreServer:
         self.processor = ToolScoreSpanProcessor(
             self._downstream, self._scorers, settings=self.settings,
             completion="quiet", meter_provider=meter_provider, logger_provider=logger_provider,
+            run_metric_attributes=self._apps.metric_attributes,
         )
         if self.forward_signals:
             assert self.upstream is not None
