@@ -26,6 +26,7 @@ from otel_toolscore.scorers.judge import (
 )
 from otel_toolscore.scorers.redaction import ContentBudget
 from tests.support import timing
+from tests.support.clock import Waits
 from tests.support.judge_server import (
     JudgeServer,
     auto_responder,
@@ -102,16 +103,6 @@ def test_slow_but_in_time_answer_is_fine(judge_server: JudgeServer) -> None:
     score = context_scorer(judge_server, timeout_s=5).score(RUN)
     assert score.value == 0.67 and score.details["judge_latency_s"] >= 0.2
 
-
-class Waits:
-    """An injected ``sleep``: records each wait the client asks for and yields at once."""
-
-    def __init__(self) -> None:
-        self.asked: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.asked.append(seconds)
-        await asyncio.sleep(0)
 
 
 def recorded_scorer(server: JudgeServer, waits: Waits, clock: Any = None, **settings: Any) -> Any:

@@ -35,6 +35,7 @@ from otel_toolscore.scorers.base import Score
 from otel_toolscore.scorers.judge import JudgeClient, JudgeSettings, LLMScorer, _import_litellm, run_sync
 from otel_toolscore.trajectory import ToolDefinition, Trajectory
 from tests.support import timing
+from tests.support.clock import FakeClock, Waits
 from tests.support.judge_server import (
     BlackHole,
     JudgeServer,
@@ -105,25 +106,6 @@ def scorer(name: str, url: str, **settings: Any) -> LLMScorer:
     return built
 
 
-class FakeClock:
-    """A clock tests move by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Waits:
-    """An injected ``sleep``: records each wait the client asks for and yields at once."""
-
-    def __init__(self) -> None:
-        self.asked: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.asked.append(seconds)
-        await asyncio.sleep(0)
 
 
 def client(url: str, *, guard: ModelGuard | None = None, clock: Callable[[], float] | None = None,

@@ -5,6 +5,10 @@ loopback."""
 
 from __future__ import annotations
 
+import http.client
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -27,6 +31,17 @@ def _app_run(service: str, namespace: str | None) -> list:
     return list(memory.get_finished_spans())
 
 
+def _post_each(server: ToolScoreServer, runs: Iterable[list]) -> None:
+    """Start the server and send each app's run as its own OTLP/HTTP request."""
+    endpoint = server.start().http_endpoint
+    assert endpoint is not None
+    for spans in runs:
+        conn = http.client.HTTPConnection(urlsplit(endpoint).netloc, timeout=10)
+        conn.request("POST", "/v1/traces", body=pb_body(spans), headers={"Content-Type": "application/x-protobuf"})
+        assert conn.getresponse().status == 200
+        conn.close()
+
+
 def test_each_event_names_the_app_it_came_from_up_to_the_cap(clean_otel_env: pytest.MonkeyPatch) -> None:
     clean_otel_env.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
     clean_otel_env.setenv("OTEL_BLRP_SCHEDULE_DELAY", "100")
@@ -36,16 +51,7 @@ def test_each_event_names_the_app_it_came_from_up_to_the_cap(clean_otel_env: pyt
     apps = [("checkout", "shop"), ("search", None), ("billing", "shop")]  # the third is over the cap
     runs = {service: _app_run(service, namespace) for service, namespace in apps}
     try:
-        endpoint = server.start().http_endpoint
-        assert endpoint is not None
-        import http.client
-        from urllib.parse import urlsplit
-
-        for spans in runs.values():
-            conn = http.client.HTTPConnection(urlsplit(endpoint).netloc, timeout=10)
-            conn.request("POST", "/v1/traces", body=pb_body(spans), headers={"Content-Type": "application/x-protobuf"})
-            assert conn.getresponse().status == 200
-            conn.close()
+        _post_each(server, runs.values())
         assert server.stop(30)
     finally:
         server.stop(5)
@@ -74,16 +80,7 @@ def test_each_score_metric_names_the_app_it_came_from_up_to_the_cap(clean_otel_e
     apps = [("checkout", "shop"), ("search", None), ("billing", "shop")]
     runs = {service: _app_run(service, namespace) for service, namespace in apps}
     try:
-        endpoint = server.start().http_endpoint
-        assert endpoint is not None
-        import http.client
-        from urllib.parse import urlsplit
-
-        for spans in runs.values():
-            conn = http.client.HTTPConnection(urlsplit(endpoint).netloc, timeout=10)
-            conn.request("POST", "/v1/traces", body=pb_body(spans), headers={"Content-Type": "application/x-protobuf"})
-            assert conn.getresponse().status == 200
-            conn.close()
+        _post_each(server, runs.values())
         assert server.stop(30)  # a stop exports the metrics collected so far
     finally:
         server.stop(5)

@@ -1,4 +1,5 @@
-"""Pass-through bases for span processors and exporters that wrap one delegate.
+"""Pass-through bases for span processors and exporters that wrap one delegate, and a base for
+log record processors that only look at each record.
 
 A wrapper (a counter, a tee, a retry, a timer) usually changes one method and forwards the rest;
 written by hand, the forwarding is where one method gets forgotten (``_on_ending``, a
@@ -12,13 +13,33 @@ from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.context import Context
+from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_toolscore.outputs.jsonlines import LogRecordExporter
 
-__all__ = ["LogExporterWrapper", "MetricExporterWrapper", "SpanExporterWrapper", "SpanProcessorWrapper"]
+__all__ = ["LogExporterWrapper", "LogRecordHook", "MetricExporterWrapper", "SpanExporterWrapper",
+           "SpanProcessorWrapper"]
+
+
+class LogRecordHook(LogRecordProcessor):  # type: ignore[misc]
+    """A log record processor that looks at each record as it is emitted (``on_emit``; older SDKs
+    call it ``emit``) and holds nothing to flush or shut down. Placed before the exporting
+    processor, what it sets on the record is exported."""
+
+    def on_emit(self, log_record: Any) -> None:
+        raise NotImplementedError
+
+    def emit(self, log_record: Any) -> None:  # the name older SDKs call
+        self.on_emit(log_record)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
 
 
 class SpanProcessorWrapper(SpanProcessor):

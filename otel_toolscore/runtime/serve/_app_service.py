@@ -14,10 +14,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.util.types import AttributeValue
 
 from otel_toolscore import semconv
+from otel_toolscore.runtime._wrap import LogRecordHook
 
 __all__ = ["APP_SERVICE_NAME", "APP_SERVICE_NAMESPACE", "OVERFLOW", "AppServices", "AppServiceLogProcessor"]
 
@@ -87,7 +87,7 @@ class AppServices:
         return attributes
 
 
-class AppServiceLogProcessor(LogRecordProcessor):  # type: ignore[misc]
+class AppServiceLogProcessor(LogRecordHook):
     """Adds the app's service attributes to each log record the sidecar emits (placed before the
     batch processor, so the exported record carries them)."""
 
@@ -102,12 +102,3 @@ class AppServiceLogProcessor(LogRecordProcessor):  # type: ignore[misc]
         app = self._apps.attributes(trace_id)
         if app:
             record.attributes = {**(record.attributes or {}), **app}
-
-    def emit(self, log_record: Any) -> None:  # the name older SDKs call
-        self.on_emit(log_record)
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True

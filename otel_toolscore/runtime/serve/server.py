@@ -81,11 +81,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_toolscore.config import ConfigError, ToolScoreSettings, load_settings
+from otel_toolscore.runtime._wrap import LogRecordHook
 from otel_toolscore.runtime.processor import ToolScoreSpanProcessor
 from otel_toolscore.runtime.serve import admission, delivery
 from otel_toolscore.runtime.serve._app_service import AppServiceLogProcessor, AppServices
@@ -671,7 +671,7 @@ class ToolScoreServer:
         return self._forwarder.forward(signal_name, body, is_json)
 
 
-class _CountingLogProcessor(LogRecordProcessor):  # type: ignore[misc]
+class _CountingLogProcessor(LogRecordHook):
     """Counts the log records ``serve`` emits (``log_records_emitted``): with those delivered and
     those given up, what a stop left in the export queue is known."""
 
@@ -680,12 +680,3 @@ class _CountingLogProcessor(LogRecordProcessor):  # type: ignore[misc]
 
     def on_emit(self, log_record: Any) -> None:
         self._count("log_records_emitted", 1)
-
-    def emit(self, log_record: Any) -> None:  # the name older SDKs call
-        self.on_emit(log_record)
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
