@@ -49,8 +49,12 @@ _GROUP = re.compile(r"\d+")
 def _cards(match: re.Match[str]) -> str:
     """Every card number inside a run of digit groups (``1 4111 1111 1111 1111``, ``4111.1111…``,
     a stray digit glued to either end). The run is taken whole and searched here, so a digit
-    before a card cannot make the pattern swallow it, fail Luhn and resume past the card."""
+    before a card cannot make the pattern swallow it, fail Luhn and resume past the card. A run
+    glued to a letter is part of a word (a hex trace id, a hash), not a card."""
     text = match.group(0)
+    after = match.string[match.end():match.end() + 1]
+    if after.isascii() and after.isalpha():
+        return text
     groups = [(m.start(), m.end()) for m in _GROUP.finditer(text)]
     out: list[str] = []
     pos = i = 0
@@ -180,8 +184,9 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"(?i)([?&]sig=)[A-Za-z0-9%+/=]{16,}"), r"\1" + _mark("secret")),
     (re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), _aws_secret),
     # Card numbers: a whole run of digit groups (single space, dash or dot between them), read
-    # by _cards. Starting only where no digit precedes, each run is scanned once.
-    (re.compile(r"(?<!\d)\d(?:[ .\-]?\d){12,}"), _cards),
+    # by _cards. Starting only where no digit or letter precedes (digits glued to letters are a
+    # hex id, a trace id or a hash, not a card), each run is scanned once.
+    (re.compile(r"(?<![\dA-Za-z])\d(?:[ .\-]?\d){12,}"), _cards),
 ]
 
 

@@ -90,6 +90,9 @@ ORDINARY = [
     "the password is required", "use basic authentication", "max_tokens=1024 and token: none",
     "call get_live_scores then run_test_case", "date 2024-05-01T10:30:00Z", "ip 192.168.100.200 and 10.0.0.1",
     "user_id 8f14e45f-ceea-467f-a0e6-a0cf3b7c1e2d",
+    # hex ids whose digit runs pass Luhn (real trace ids of the corpora): part of a word, not a card
+    "trace 04e8324fe152aa298150748437892744", "trace 06642677ae25e297537901091222305d",
+    "trace a06bc34d515d738197555357659d1a60",
 ]
 
 

@@ -626,7 +626,7 @@ class Emitter:
         run_key: tuple[str | None, ...] = tuple(f"{k}={v!r}" for k, v in sorted(run.items())) if run else ()
         for name, outcome, value, label, issues in emission.metrics:
             try:
-                self.count_evaluation(name, outcome, run=run, run_key=run_key)
+                self._count_evaluation(name, outcome, 1, run, run_key)
                 if value is not None:
                     key: tuple[str | None, ...] = ("score", name, label, agent, *run_key)
                     attributes = cached.get(key)
@@ -663,10 +663,13 @@ class Emitter:
                 return name
         return _OTHER_TOOL
 
-    def count_evaluation(self, name: str, outcome: str, n: int = 1, *, run: Mapping[str, AttributeValue] | None = None,
-                         run_key: tuple[str | None, ...] = ()) -> None:
-        """``toolscore.evaluations{gen_ai.evaluation.name, outcome}`` += n (e.g. "dropped"), with a
-        run's own attributes (``run_metric_attributes``) when it is one run's."""
+    def count_evaluation(self, name: str, outcome: str, n: int = 1) -> None:
+        """``toolscore.evaluations{gen_ai.evaluation.name, outcome}`` += n (e.g. "dropped")."""
+        self._count_evaluation(name, outcome, n, None, ())
+
+    def _count_evaluation(self, name: str, outcome: str, n: int, run: Mapping[str, AttributeValue] | None,
+                          run_key: tuple[str | None, ...]) -> None:
+        """The same, with a run's own attributes (``run_metric_attributes``) when it is one run's."""
         if self._meter is None or n <= 0:
             return
         try:

@@ -43,7 +43,9 @@ def json_lines(runs: Sequence[ScoredRun], out: TextIO, *, redact: Redactor | Non
         record: dict[str, Any] = run.trajectory.to_report()
         record["scores"] = [s.to_dict() for s in run.scores]
         if redact is not None:
-            record = redact_value(record, redact)
+            # the run's ids are what a user pastes into Jaeger: hex, never a secret
+            ids = {key: record[key] for key in _ID_FIELDS if key in record}
+            record = {**redact_value(record, redact), **ids}
         line = json.dumps(record, ensure_ascii=False, default=str)
         if not line.isascii():
             # valid_text: a lone surrogate (from a scorer of the user's, say) must not make the
@@ -52,6 +54,9 @@ def json_lines(runs: Sequence[ScoredRun], out: TextIO, *, redact: Redactor | Non
         out.write(line)
         out.write("\n")
 
+
+#: the report's id fields, kept as they are (not redacted)
+_ID_FIELDS = ("trace_id", "span_id")
 
 #: characters str.splitlines() breaks at that json.dumps(ensure_ascii=False) leaves unescaped
 _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
