@@ -197,3 +197,23 @@ def test_tool_messages_break_a_response() -> None:
                 Message(role="assistant", content="b", finish_reason="stop")]
     merged = merged_chunks(messages)
     assert [(m.role, m.content) for m in merged] == [("assistant", "a"), ("tool", "r"), ("assistant", "b")]
+
+
+@pytest.mark.parametrize("path", [p for p in _SSE if p.stem in ("sequential_chain", "three_parallel")],
+                         ids=lambda p: p.stem)
+def test_adk_sse_runs_score_in_an_app_with_strict_order_1(path: Path) -> None:
+    """The processor in an app (the capture's spans replayed through a real SDK pipeline) scores
+    the run on each call once: strict order accuracy 1, not 0 as with every chunk's call."""
+    from otel_toolscore import semconv as sc
+    from otel_toolscore.runtime.replay import replay
+    from tests.support.pipeline import Pipeline
+
+    sequence = _LABELS[path.stem]["actual_tool_sequence"]
+    pipeline = Pipeline(["tool_call_accuracy"], scorer_options={
+        "tool_call_accuracy": {"expected_tool_order": sequence, "strict": True}})
+    replay(read_otlp_json(path), pipeline.processor)
+    assert pipeline.processor.force_flush(30_000)
+    pipeline.processor.shutdown()
+    value = sc.toolscore_attr("tool_call_accuracy", sc.TOOLSCORE_FIELD_SCORE)
+    scored = [s.attributes[value] for s in pipeline.exported() if s.attributes and value in s.attributes]
+    assert scored == [1.0]
