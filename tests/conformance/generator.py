@@ -279,6 +279,13 @@ STACKS.update({
         "what": "as adk_native_legacy, run with RunConfig(streaming_mode=StreamingMode.SSE)",
         "key_packages": _ADK_PACKAGES,
     },
+    "adk_openinference_sse": {
+        "venv": "adk",
+        "env": _ADK_ENV,
+        "what": "as adk_openinference, run with RunConfig(streaming_mode=StreamingMode.SSE)",
+        "key_packages": _ADK_PACKAGES + ["openinference-instrumentation-google-adk", "openinference-instrumentation",
+                                         "openinference-semantic-conventions"],
+    },
     # --- Strands Agents (tests/conformance/frameworks/strands.py); Strands always records content ---
     "strands_latest": {
         "venv": "strands",
