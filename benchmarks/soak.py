@@ -126,8 +126,16 @@ class _App(threading.Thread):
             self.runs += 1
 
 
+def _backlog(processor: Any) -> dict[str, int]:
+    """Runs waiting in the processor: traces buffered and completed runs queued for the worker (a
+    backlog raises the resident set's high-water mark)."""
+    if processor is None:
+        return {}
+    return {"pending": len(processor._pending), "queued": processor._queue.qsize()}
+
+
 def _soak_loop(seconds: float, sample_s: float, rss: Any, traced: _Traced | None, progress: Any) -> list[dict[str, Any]]:
-    """Sample ``rss()`` every ``sample_s`` for ``seconds``; mark ``traced`` a third of the way."""
+    """Sample ``rss()`` every ``sample_s`` for ``seconds``; mark ``traced`` a sixth of the way."""
     samples: list[dict[str, Any]] = []
     t0 = time.monotonic()
     marked = False
@@ -151,7 +159,9 @@ def _soak_loop(seconds: float, sample_s: float, rss: Any, traced: _Traced | None
 
 def _progress(sample: dict[str, Any]) -> None:
     print(f"  {sample['t_s']:7.0f} s  RSS {sample['rss_mb']:7.1f} MB"
-          + (f"  traced {sample['traced_mb']:6.1f} MB" if "traced_mb" in sample else ""), file=sys.stderr, flush=True)
+          + (f"  traced {sample['traced_mb']:6.1f} MB" if sample.get("traced_mb") is not None else "")
+          + (f"  backlog {sample['pending']}+{sample['queued']}" if "pending" in sample else ""),
+          file=sys.stderr, flush=True)
 
 
 def run_app(minutes: float, rate: float, sample_s: float, trace_memory: bool) -> dict[str, Any]:
@@ -171,7 +181,11 @@ def run_app(minutes: float, rate: float, sample_s: float, trace_memory: bool) ->
     app = _App(provider.get_tracer("soak-app"), rate, stop)
     cpu0 = time.process_time()
     app.start()
-    samples = _soak_loop(minutes * 60, sample_s, rss_bytes, traced, _progress)
+    def progress(sample: dict[str, Any]) -> None:
+        sample.update(_backlog(processor))
+        _progress(sample)
+
+    samples = _soak_loop(minutes * 60, sample_s, rss_bytes, traced, progress)
     stop.set()
     app.join()
     cpu = time.process_time() - cpu0
@@ -204,8 +218,8 @@ def serve_subject(trace_memory: bool) -> None:
         if command == "mark":
             traced.mark()
             print(json.dumps({"marked": True}), flush=True)
-        elif command == "traced":
-            print(json.dumps({"traced_mb": _traced_mb()}), flush=True)
+        elif command == "sample":
+            print(json.dumps({"traced_mb": _traced_mb(), **_backlog(server.processor)}), flush=True)
         elif command == "stop":
             figures = traced.figures()
             proc = server.processor
@@ -246,9 +260,11 @@ def run_serve(minutes: float, rate: float, sample_s: float, trace_memory: bool) 
 
         def progress(sample: dict[str, Any]) -> None:
             nonlocal marked
+            answer = ask("sample")
+            if answer.get("traced_mb") is None:
+                answer.pop("traced_mb", None)
+            sample.update(answer)
             if trace_memory:
-                traced_now = ask("traced")["traced_mb"]
-                sample["traced_mb"] = traced_now
                 if not marked and sample["t_s"] >= minutes * 60 / 6:
                     ask("mark")
                     marked = True
