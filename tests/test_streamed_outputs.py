@@ -12,6 +12,7 @@ finished message that share an id.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ def _spans_of(outputs: list[list[dict[str, Any]]], tools: list[tuple[str, str, d
     return list(exporter.get_finished_spans())
 
 
-def _run(outputs: list[list[dict[str, Any]]], tools: list[tuple[str, str, dict[str, Any]]] = ()) -> Trajectory:  # type: ignore[assignment]
+def _run(outputs: list[list[dict[str, Any]]], tools: Sequence[tuple[str, str, dict[str, Any]]] = ()) -> Trajectory:
     runs = build_trajectories(_spans_of(outputs, list(tools)))
     assert len(runs) == 1
     return runs[0]
