@@ -35,6 +35,7 @@ WORKLOADS: dict[str, tuple[str, str]] = {
                 "what the processor costs the thread that makes the spans, as a ratio to tracing alone"),
     "latency": ("benchmarks.latency", "agent span end → scored agent span downstream, p50/p99, open loop"),
     "memory": ("benchmarks.memory", "RSS under a storm of spans from traces that never complete"),
+    "soak": ("benchmarks.soak", "RSS over a long run at a steady rate, in-app or through `serve`: flat or growing"),
     "sidecar": ("benchmarks.sidecar", "spans/s/core through `otel-toolscore serve` over OTLP gRPC and HTTP"),
     "judge": ("benchmarks.judge_throughput", "LLM-judge evaluations/s at several concurrency limits, cache hits"),
     "realapp": ("benchmarks.realapp",

@@ -32,6 +32,7 @@ from otel_toolscore.conventions import (
     pydantic_ai,
     vercel_ai,
 )
+from otel_toolscore.conventions._chunks import merged_chunks
 from otel_toolscore.conventions._unread import note_unused_content
 from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.conventions.parsing import (
@@ -282,6 +283,10 @@ def _read(span: ReadableSpan, order: int, ids: dict[int, str], unread: list[tupl
     role = facts.role
     if role is None:
         role = facts.role = "other"
+    output = facts.output_messages
+    if output is not None and len(output) > 1:
+        # whichever convention read them (docs/conventions.md, "Streamed responses")
+        facts.output_messages = merged_chunks(output)
     events = span.events
     if role != "agent" and role != "tool" and not (facts.input_messages or facts.output_messages):
         note_unused_content(span, attrs, facts)

@@ -8,6 +8,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_toolscore import semconv as sc
 from otel_toolscore.conventions import parsing as p
+from otel_toolscore.conventions._chunks import merged_chunks
 from otel_toolscore.conventions.base import Attributes, Convention, SpanFacts, Stated, ToolExecution
 from otel_toolscore.trajectory import Document, Message, ToolCallRequest
 
@@ -241,7 +242,11 @@ def _messages(value: Any, facts: SpanFacts, attr: str) -> list[Message]:
 def messages_of(value: Any, attr: str) -> list[Message] | None:
     """The messages of attribute ``attr`` (input or output messages), None when the value is no
     JSON list; read through the trace's memo, keyed by attribute."""
-    return p.json_list_of(value, attr, _convert_messages, _CONTINUES if attr == sc.GEN_AI_INPUT_MESSAGES else None)
+    if attr == sc.GEN_AI_INPUT_MESSAGES:
+        return p.json_list_of(value, attr, _convert_messages, _CONTINUES)
+    messages = p.json_list_of(value, attr, _convert_messages)
+    # a streamed response written chunk by chunk is one message (docs/conventions.md, "Streamed responses")
+    return merged_chunks(messages) if messages is not None else None
 
 
 def _convert_messages(items: list[Any]) -> list[Message]:

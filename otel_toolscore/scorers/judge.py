@@ -729,6 +729,8 @@ def _tokens(response: Any) -> tuple[int, int]:
 
 
 _UNPRICED: set[str] = set()  # response models litellm has no price for (checked once each)
+#: a bound all the same: a proxy may name a new model in every response (docs/reliability.md, "Memory")
+_UNPRICED_ENTRIES = 256
 
 
 def _cost(response: Any) -> float | None:
@@ -745,7 +747,8 @@ def _cost(response: Any) -> float | None:
     try:
         return float(litellm.completion_cost(completion_response=response))
     except Exception:  # noqa: BLE001 - unknown model or no usage: cost unknown, not 0
-        _UNPRICED.add(model)
+        if len(_UNPRICED) < _UNPRICED_ENTRIES:
+            _UNPRICED.add(model)
         return None
 
 

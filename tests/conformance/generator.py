@@ -263,6 +263,29 @@ STACKS.update({
         "key_packages": _ADK_PACKAGES + ["openinference-instrumentation-google-adk", "openinference-instrumentation",
                                          "openinference-semantic-conventions"],
     },
+    # SSE streaming (RunConfig(streaming_mode=SSE)): ADK traces every streamed chunk's partial response
+    "adk_native_sse": {
+        "venv": "adk",
+        "env": _ADK_ENV | {
+            "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+        },
+        "what": "as adk_native, run with RunConfig(streaming_mode=StreamingMode.SSE) (LiteLLM streams every model call)",
+        "key_packages": _ADK_PACKAGES,
+    },
+    "adk_native_legacy_sse": {
+        "venv": "adk",
+        "env": _ADK_ENV | {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1", "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "true"},
+        "what": "as adk_native_legacy, run with RunConfig(streaming_mode=StreamingMode.SSE)",
+        "key_packages": _ADK_PACKAGES,
+    },
+    "adk_openinference_sse": {
+        "venv": "adk",
+        "env": _ADK_ENV,
+        "what": "as adk_openinference, run with RunConfig(streaming_mode=StreamingMode.SSE)",
+        "key_packages": _ADK_PACKAGES + ["openinference-instrumentation-google-adk", "openinference-instrumentation",
+                                         "openinference-semantic-conventions"],
+    },
     # --- Strands Agents (tests/conformance/frameworks/strands.py); Strands always records content ---
     "strands_latest": {
         "venv": "strands",

@@ -1,5 +1,8 @@
 """Google ADK stacks: ``LlmAgent`` + Python function tools + ``LiteLlm("openai/...")`` run by ``InMemoryRunner``.
 
+The ``*_sse`` stacks run with ``RunConfig(streaming_mode=StreamingMode.SSE)``: LiteLLM streams
+the model's answer and ADK yields (and traces) a partial response per chunk, then the whole one.
+
 Runs inside the ``adk`` venv (see requirements/adk.in). The tracing is either ADK's own
 OpenTelemetry tracing (``adk_native*``: ADK reads the global tracer provider set by
 runner.make_provider) or openinference-instrumentation-google-adk (``adk_openinference*``),
@@ -24,8 +27,9 @@ def instrument(stack: str, provider) -> None:
         raise SystemExit(f"unknown stack {stack}")
 
 
-async def _run(base_url: str, question: str) -> tuple[str, list]:
+async def _run(base_url: str, question: str, sse: bool) -> tuple[str, list]:
     from google.adk.agents import LlmAgent
+    from google.adk.agents.run_config import RunConfig, StreamingMode
     from google.adk.models.lite_llm import LiteLlm
     from google.adk.runners import InMemoryRunner
     from google.genai import types
@@ -44,7 +48,11 @@ async def _run(base_url: str, question: str) -> tuple[str, list]:
     order: list[str] = []
     results: dict[str, object] = {}
     final = ""
-    async for event in runner.run_async(user_id="user-1", session_id=session.id, new_message=message):
+    run_config = RunConfig(streaming_mode=StreamingMode.SSE if sse else StreamingMode.NONE)
+    async for event in runner.run_async(user_id="user-1", session_id=session.id, new_message=message,
+                                        run_config=run_config):
+        if event.partial:  # a streamed chunk: the whole response follows as its own event
+            continue
         for fc in event.get_function_calls():
             calls[fc.id] = (fc.name, dict(fc.args or {}))
             order.append(fc.id)
@@ -63,4 +71,4 @@ async def _run(base_url: str, question: str) -> tuple[str, list]:
 
 
 def run(stack: str, base_url: str, question: str, provider=None) -> tuple[str, list]:
-    return asyncio.run(_run(base_url, question))
+    return asyncio.run(_run(base_url, question, sse=stack.endswith("_sse")))
