@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from otel_toolscore import semconv as sc
@@ -39,14 +38,10 @@ MAX_DEPTH = 100
 # json.dumps with any non-default option builds a new encoder per call; these are those calls'
 # encoders, built once (encode() keeps no state between calls, so sharing them is safe).
 _TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False)
-# What ``_TEXT_ENCODER.encode`` builds on every call (a C encoder), built once, without the
-# circular-reference bookkeeping: parsed JSON holds no cycle, and any value this cannot encode
-# (a cycle, a non-JSON type, too deep) is encoded again by ``_TEXT_ENCODER``, which says why.
-try:
-    _FAST_TEXT_ENCODER: Callable[[Any, int], Sequence[str]] | None = c_make_encoder(
-        None, _TEXT_ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True)
-except TypeError:  # no C encoder, or one this interpreter builds otherwise
-    _FAST_TEXT_ENCODER = None
+# Without the circular-reference bookkeeping: parsed JSON holds no cycle, and any value this
+# cannot encode (a cycle, a non-JSON type, too deep) is encoded again by ``_TEXT_ENCODER``, which
+# says why.
+_QUICK_TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 
 
 def as_text(value: Any) -> str | None:
@@ -59,11 +54,10 @@ def as_text(value: Any) -> str | None:
         return value.decode("utf-8", "replace")
     if isinstance(value, (bool, int, float)):
         return json.dumps(value)
-    if _FAST_TEXT_ENCODER is not None:
-        try:
-            return "".join(_FAST_TEXT_ENCODER(value, 0))  # (a tuple is written as a list)
-        except (TypeError, ValueError, RecursionError):
-            pass
+    try:
+        return _QUICK_TEXT_ENCODER.encode(value)  # (a tuple is written as a list)
+    except (TypeError, ValueError, RecursionError):
+        pass
     try:
         return _TEXT_ENCODER.encode(list(value) if isinstance(value, tuple) else value)
     except (TypeError, ValueError):
