@@ -29,9 +29,6 @@ class LogRecordHook(LogRecordProcessor):  # type: ignore[misc]
     call it ``emit``) and holds nothing to flush or shut down. Placed before the exporting
     processor, what it sets on the record is exported."""
 
-    def on_emit(self, log_record: Any) -> None:
-        raise NotImplementedError
-
     def emit(self, log_record: Any) -> None:  # the name older SDKs call
         self.on_emit(log_record)
 
