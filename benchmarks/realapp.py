@@ -3,7 +3,7 @@
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python -m benchmarks realapp [--apps pydantic_ai,langgraph] [--runs 300] [--rounds 3]
                                            [--concurrency 1,8] [--configs traced,thread,...]
-                                           [--hooks] [--profile DIR]
+                                           [--hooks] [--profile DIR] [--paired B]
 
 The apps are real framework agents: Pydantic AI (its own OpenTelemetry instrumentation, GenAI
 conventions) and a LangGraph graph (model node + ``ToolNode``) traced by OpenInference's
@@ -39,6 +39,16 @@ BatchSpanProcessor's), which slows the app a little: read its app CPU figures ap
 Rounds are interleaved (every configuration once per round, the order rotated), so a busy
 machine moves them alike; per configuration the figures are the median over rounds and the
 spread (min-max); the ratio and the extra are paired with the same round's ``traced``.
+
+``--paired B`` measures inside one app process per configuration and round: blocks of B runs,
+alternately traced (the provider's processors as they were before install()) and scored (ABBA
+order), each block's CPU taken with everything it caused flushed inside it; the ratio and the
+extra are per pair of blocks, their median and spread over all pairs of all rounds, with each
+round's median. One process's CPU per run moves by 5-10 % from one process to the next on a
+shared machine (memory layout, hash seeds, neighbours), which a fresh process per configuration
+puts into every ratio; pairs in one process leave only the block-to-block noise, which the median
+of many pairs averages out. (The export threads' work lands in the block that flushes it, on the
+main thread; ``gc_ms`` is the CPU each block spent in the collector, by generation.)
 
 ``--profile DIR`` samples the measured window of the app process with py-spy (the bench extra;
 1 kHz, all threads) and writes per configuration the folded stacks and a summary of the samples in
@@ -329,6 +339,7 @@ def app_main(args: argparse.Namespace) -> None:
     hooks = _Hooks(scored=args.config != "traced") if args.hooks else None
     tp, mp, lp, counting = _telemetry(args.sink)
     run = _pydantic_ai_agent(args.model) if args.app == "pydantic_ai" else _langgraph_agent(args.model, tp)
+    before = _active_processors(tp)
     _install(args.config, tp, mp, lp)
     questions = [s["user_question"] for s in SCENARIOS]
 
@@ -350,6 +361,9 @@ def app_main(args: argparse.Namespace) -> None:
         mp.force_flush()
 
     loop = asyncio.new_event_loop()
+    if args.paired:
+        _paired(args, loop, runs, tp, lp, before, hooks)
+        return
     loop.run_until_complete(runs(args.warmup, 0))
     flush()
     profiler = _profiler(Path(args.profile)) if args.profile else None
@@ -383,6 +397,114 @@ def app_main(args: argparse.Namespace) -> None:
     loop.close()
     tp.shutdown()
     emit_json(result)
+
+
+def _active_processors(tp: Any) -> Any:
+    return tp._active_span_processor._span_processors
+
+
+def _paired(args: argparse.Namespace, loop: Any, runs: Any, tp: Any, lp: Any, traced: Any, hooks: Any) -> None:
+    """``--paired``: one process, blocks of runs alternating traced / scored (ABBA), each block's
+    CPU measured with everything it caused flushed inside it. Scoring is switched by putting
+    the provider's processors back as they were before install() (the app, its tracer provider
+    and its exporters stay the same objects), so the pair differs by the processor only and the
+    process-to-process spread (±5-10 % on a shared machine) drops out of the ratio."""
+    import gc
+
+    scored = _active_processors(tp)
+    modes = {"traced": traced, "scored": scored}
+    gc_ns = [0, 0, 0]  # CPU ns in collections, by generation (whichever thread ran them)
+    gc_n = [0, 0, 0]
+    gc_t0 = [0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_t0[0] = time.thread_time_ns()
+        else:
+            gc_ns[info["generation"]] += time.thread_time_ns() - gc_t0[0]
+            gc_n[info["generation"]] += 1
+    gc.callbacks.append(on_gc)
+    processors = tp._active_span_processor
+
+    def use(mode: str) -> None:
+        processors._span_processors = modes[mode]
+
+    def block(mode: str, offset: int) -> dict[str, Any]:
+        use(mode)
+        gc_ns[:] = [0, 0, 0]
+        gc_n[:] = [0, 0, 0]
+        threads0 = _threads_cpu_ns()
+        child0, cpu0 = _descendants_cpu_s(), time.process_time()
+        loop.run_until_complete(runs(args.paired, offset))
+        tp.force_flush()  # scored: waits for scoring, then flushes the exporters behind it
+        lp.force_flush()
+        cpu1, child1 = time.process_time(), _descendants_cpu_s()
+        threads1 = _threads_cpu_ns()
+        return {"app_cpu_ms": (cpu1 - cpu0) * 1e3 / args.paired, "child_cpu_ms": (child1 - child0) * 1e3 / args.paired,
+                "threads_cpu_ms": {name: round((ns - threads0.get(name, 0)) / 1e6 / args.paired, 3)
+                                   for name, ns in sorted(threads1.items())},
+                "gc_ms": [round(ns / 1e6 / args.paired, 3) for ns in gc_ns], "gc_collections": list(gc_n)}
+
+    for mode in ("scored", "traced"):
+        use(mode)
+        loop.run_until_complete(runs(args.warmup, 0))
+        tp.force_flush()
+        lp.force_flush()
+    pairs = []
+    offset = args.warmup
+    for i in range(max(1, args.runs // args.paired // 2)):
+        order = ("traced", "scored") if i % 2 == 0 else ("scored", "traced")
+        got = {}
+        for mode in order:
+            got[mode] = block(mode, offset)
+            offset += args.paired
+        pairs.append(got)
+    use("scored")
+    loop.close()
+    tp.shutdown()
+    emit_json({"pairs": pairs, "block_runs": args.paired})
+
+
+def paired_summary(rounds: dict[tuple[str, int, str], list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per (app, concurrency, config): the ratio and extra of every pair of blocks, over all rounds
+    (median, min-max, and each round's median), and per thread the extra."""
+    out: dict[str, Any] = {}
+    for (app, conc, config), results in rounds.items():
+        ratios, extras, per_round, traced_ms, child = [], [], [], [], []
+        threads: dict[str, list[float]] = defaultdict(list)
+        for res in results:
+            mine = []
+            for pair in res["pairs"]:
+                t, s = pair["traced"], pair["scored"]
+                mine.append(s["app_cpu_ms"] / t["app_cpu_ms"])
+                extras.append(s["app_cpu_ms"] - t["app_cpu_ms"])
+                traced_ms.append(t["app_cpu_ms"])
+                child.append(s["child_cpu_ms"])
+                for name in set(s["threads_cpu_ms"]) | set(t["threads_cpu_ms"]):
+                    threads[name].append(s["threads_cpu_ms"].get(name, 0.0) - t["threads_cpu_ms"].get(name, 0.0))
+            ratios += mine
+            per_round.append(round(statistics.median(mine), 4))
+        out[f"{app} c={conc} {config}"] = {
+            "ratio": _spread(ratios), "extra_ms": _spread(extras), "traced_ms": _spread(traced_ms),
+            "child_cpu_ms": _spread(child), "round_medians": per_round, "pairs": len(ratios),
+            "threads_extra_ms": {k: round(statistics.median(v), 3) for k, v in sorted(threads.items())
+                                 if abs(statistics.median(v)) >= 0.005},
+        }
+    return out
+
+
+def paired_table(summary: dict[str, Any]) -> str:
+    def f(d: dict[str, float], fmt: str = "{:.2f}") -> str:
+        return f"{fmt.format(d['median'])} ({fmt.format(d['min'])}–{fmt.format(d['max'])})"
+
+    lines = ["| app, concurrency, configuration | traced ms/run | × traced (pairs) | round medians | extra ms/run "
+             "| child ms/run | extra by thread, ms/run |", "|---|---|---|---|---|---|---|"]
+    for name, row in summary.items():
+        threads = ", ".join(f"{k} {v:+.2f}" for k, v in row["threads_extra_ms"].items())
+        lines.append(f"| {name} | {f(row['traced_ms'])} | {f(row['ratio'], '{:.3f}')} ({row['pairs']}) "
+                     f"| {' '.join(f'{r:.3f}' for r in row['round_medians'])} | {f(row['extra_ms'])} "
+                     f"| {f(row['child_cpu_ms'])} | {threads} |")
+    return "\n".join(lines)
 
 
 # --- the driver -----------------------------------------------------------------------------------
@@ -424,7 +546,7 @@ def _model_server(script: Path) -> tuple[subprocess.Popen[str], str]:
 
 
 def _one(app: str, config: str, concurrency: int, runs: int, warmup: int, sink: str, script: Path,
-         profile: Path | None, hooks: bool = False) -> dict[str, Any]:
+         profile: Path | None, hooks: bool = False, paired: int = 0) -> dict[str, Any]:
     server, base_url = _model_server(script)
     try:
         cmd = [sys.executable, "-m", "benchmarks.realapp", "--app-process", "--app", app, "--config", config,
@@ -434,6 +556,8 @@ def _one(app: str, config: str, concurrency: int, runs: int, warmup: int, sink: 
             cmd += ["--profile", str(profile)]
         if hooks:
             cmd += ["--hooks"]
+        if paired:
+            cmd += ["--paired", str(paired)]
         proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=1800)
     finally:
         server.terminate()
@@ -522,6 +646,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--profile", type=Path, help="directory: py-spy the app processes (one round)")
     ap.add_argument("--hooks", action="store_true",
                     help="time the processor's span hooks on the app's threads (µs per span)")
+    ap.add_argument("--paired", type=int, default=0, metavar="B",
+                    help="one process per configuration and round, blocks of B runs alternating traced and "
+                         "scored (ABBA): --runs in all, ratios per pair of blocks")
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
     # the app process's own arguments (the driver passes them)
     ap.add_argument("--app-process", action="store_true", help=argparse.SUPPRESS)
@@ -547,6 +674,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown app or configuration: {', '.join(sorted(unknown))}")
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
+    if args.paired:
+        configs = [c for c in configs if c != "traced"]  # every process has its own traced blocks
 
     sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     threading.Thread(target=sink.serve_forever, daemon=True).start()
@@ -569,17 +698,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                             args.profile.mkdir(parents=True, exist_ok=True)
                             name = config.replace("%", "pct").replace("+", "_")
                             folded = args.profile / f"{app}-c{conc}-{name}.folded"
-                        res = _one(app, config, conc, args.runs, args.warmup, sink_url, script, folded, args.hooks)
+                        res = _one(app, config, conc, args.runs, args.warmup, sink_url, script, folded, args.hooks,
+                                   args.paired)
                         results[(app, conc, config)].append(res)
-                        print(f"round {r + 1} {app} c={conc} {config}: {json.dumps(res)}", flush=True)
+                        print(f"round {r + 1} {app} c={conc} {config}: {json.dumps(res)[:2000]}", flush=True)
                         if folded is not None and folded.exists():
                             profiles[f"{app} c={conc} {config}"] = summary = profile_summary(folded, args.runs)
                             folded.with_suffix(".json").write_text(json.dumps(summary, indent=1))
     finally:
         script.unlink(missing_ok=True)
         sink.shutdown()
-    summary = summarise(results)
-    print(table(summary))
+    summary = paired_summary(results) if args.paired else summarise(results)
+    print(paired_table(summary) if args.paired else table(summary))
     report = {"machine": machine(), "runs": args.runs, "rounds": args.rounds, "summary": summary,
               "rounds_raw": {" ".join(map(str, k)): v for k, v in results.items()}, "profiles": profiles}
     if args.out:

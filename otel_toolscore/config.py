@@ -189,7 +189,10 @@ class ToolScoreSettings(BaseSettings):
     #: which tool calls get a gen_ai.evaluation.result event of their own (run-level events always
     #: go out with ``events``): "issues" (calls with an issue or a score below 1), "all", "none"
     call_events: Literal["issues", "all", "none"] = "issues"
-    evaluation_spans: bool = True
+    #: one span per score, child of the agent span: "unattached" (scores the agent span does not
+    #: carry: LLM-judged ones, which come after it left, and code scores whose span left before
+    #: them), true (every score: Arize Phoenix shows them as evaluations), false (none)
+    evaluation_spans: bool | Literal["unattached"] = "unattached"
     metrics: bool = True
     #: None: every code scorer whose inputs the run has
     scorers: list[str] | None = None

@@ -410,8 +410,12 @@ def _run_agents(options: DemoOptions, console: Console, examples: ModuleType, ph
     runs = _Runs()
     # the app's own tool schemas: stock instrumentation does not record the tools it offers
     scorers: list[Scorer | str] = [_Recording(s, runs.add) for s in build_scorers(None, schemas=examples.TOOL_SCHEMAS)]
+    # Phoenix shows a score as an evaluation when it is an EVALUATOR span of its own: one per
+    # score there (docs/backends.md); otherwise the defaults.
+    outputs: dict[str, Any] = {"evaluation_spans": True} if phoenix is not None else {}
     processor = install(tracer_provider, scorers=scorers, span_exporter=_SpanTee(span_exporters, seen),
-                        meter_provider=meter_provider, logger_provider=logger_provider, set_global=False)
+                        meter_provider=meter_provider, logger_provider=logger_provider, set_global=False,
+                        **outputs)
 
     server, base_url = examples.start_model_server()
     client: _Client | None = None

@@ -102,7 +102,7 @@ def test_install_attaches_to_the_apps_sdk_providers() -> None:
         got = out[name]
         assert got["per_span"] == [1, 1, 1], (name, got)  # every span exactly once, at each exporter
         assert got["accuracy"] == [1.0], (name, got)
-        assert got["evaluation_spans"] == 1, (name, got)
+        assert got["evaluation_spans"] == 0, (name, got)  # the agent span carries the score
     assert "gen_ai.evaluation.score" in out["metrics"]  # the app's MeterProvider
     assert out["events"] == 1  # the app's LoggerProvider
 

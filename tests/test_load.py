@@ -54,7 +54,9 @@ def overload() -> dict[str, Any]:
     # these 2 vCPUs, the judge answers 4 requests at a time, one per second each.
     cfg = LoadConfig(rate=1000, duration=8, judge_delay=1.0, judge_concurrency=4, pool=300,
                      sample_interval=0.1, flush_timeout=60,
-                     overrides={"queue_size": 64, "llm_max_inflight": 16, "max_pending_traces": 1000})
+                     # (evaluation spans for every score: they count what each scorer gave)
+                     overrides={"queue_size": 64, "llm_max_inflight": 16, "max_pending_traces": 1000,
+                                "evaluation_spans": True})
     return run_load(cfg)
 
 

@@ -72,7 +72,8 @@ def _replay_all(p: Pipeline, files: list[Path]) -> None:
 
 
 def test_the_exporter_gets_the_same_from_both_modes() -> None:
-    thread, process = Pipeline(scoring="thread"), Pipeline(scoring="process")
+    # (every output, evaluation spans included: evaluation_spans=True)
+    thread, process = Pipeline(scoring="thread", evaluation_spans=True), Pipeline(scoring="process", evaluation_spans=True)
     for p in (thread, process):
         _replay_all(p, FILES)
     try:

@@ -118,19 +118,35 @@ def test_anchors_stand_in_for_the_spans_evaluation_spans_hang_from() -> None:
 # --- scoring="thread": a long queue is packed by the worker ---------------------------------------
 
 
+class _Steady(Slow):
+    """Every run takes ``seconds``; the marker is created as the first starts."""
+
+    def _score(self, trajectory: Any) -> Any:
+        Path(str(self.marker)).touch()
+        time.sleep(self.seconds)
+        return super()._score(trajectory)
+
+
 def _thread_setup(slow: Slow, **settings: Any) -> tuple[Pipeline, Any]:
-    p = Pipeline([slow, "tool_call_validation"], scoring="thread", hold_timeout=30.0, queue_size=500, **settings)
+    # (evaluation spans on: one per score counts the scores given)
+    p = Pipeline([slow, "tool_call_validation"], scoring="thread", hold_timeout=30.0, queue_size=500,
+                 evaluation_spans=True, **settings)
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
     return p, provider.get_tracer("app")
 
 
-def _packed_backlog(p: Pipeline, tracer: Any, runs: int) -> list[Any]:
-    # The first run keeps the worker busy; the rest queue up behind it, past _PACK_AT, and are
-    # packed when the worker takes the next one.
-    for _ in range(runs):
-        weather_run(tracer)
+def _packed_backlog(p: Pipeline, tracer: Any, runs: int, marker: Path) -> list[Any]:
+    # The first run keeps the worker busy (its slow scorer has started: the marker); the rest queue
+    # up behind it, past _PACK_AT, and are packed when the worker takes the next one. (Runs that
+    # complete while the worker gathers, before it scores, are one batch, not a backlog.)
+    weather_run(tracer)
     deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for _ in range(runs - 1):
+        weather_run(tracer)
     while not p.processor._backlog:
         assert time.monotonic() < deadline
         time.sleep(0.01)
@@ -140,7 +156,7 @@ def _packed_backlog(p: Pipeline, tracer: Any, runs: int) -> list[Any]:
 def test_a_long_queue_waits_packed_and_is_scored_as_it_would_be(tmp_path: Path) -> None:
     p, tracer = _thread_setup(Slow(1.0, marker=str(tmp_path / "slow")))
     try:
-        waiting = _packed_backlog(p, tracer, 100)
+        waiting = _packed_backlog(p, tracer, 100, tmp_path / "slow")
         assert waiting and all(item.packed is not None and item.spans == () for item in waiting)
         assert p.processor.force_flush(60_000)
         agents = _agents(p)
@@ -156,9 +172,9 @@ def test_a_long_queue_waits_packed_and_is_scored_as_it_would_be(tmp_path: Path) 
         p.processor.shutdown()
 
 
-def test_shutdown_drops_a_packed_backlog_and_forwards_every_span_once() -> None:
-    p, tracer = _thread_setup(Slow(0.1), shutdown_timeout=0.2)
-    _packed_backlog(p, tracer, 100)
+def test_shutdown_drops_a_packed_backlog_and_forwards_every_span_once(tmp_path: Path) -> None:
+    p, tracer = _thread_setup(_Steady(0.1, marker=str(tmp_path / "slow")), shutdown_timeout=0.2)
+    _packed_backlog(p, tracer, 100, tmp_path / "slow")
     p.processor.shutdown()
     agents = _agents(p)
     assert len(agents) == 100 and max(id_counts(p.exported()).values()) == 1

@@ -58,7 +58,8 @@ def _supervisor(tracer: Any, wait_before_final: float = 0.0, final_chat: float =
 
 
 def _setup(**settings: Any) -> tuple[Pipeline, TracerProvider, Any]:
-    p = Pipeline(completion_grace=GRACE, hold_timeout=10, **settings)
+    # an evaluation span per score names the run it scored (_evaluated)
+    p = Pipeline(completion_grace=GRACE, hold_timeout=10, **{"evaluation_spans": True, **settings})
     provider = TracerProvider()
     provider.add_span_processor(p.processor)
     return p, provider, provider.get_tracer("app")

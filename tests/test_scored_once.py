@@ -64,13 +64,14 @@ def test_the_processor_marks_the_run_it_scored_and_skips_a_marked_one() -> None:
 
 def test_an_app_with_install_that_exports_to_serve_is_scored_once() -> None:
     upstream = OtlpSink()
+    # evaluation spans on both sides: one per score says who scored the run, and how often
     server = ToolScoreServer(upstream.url, upstream_protocol="http/protobuf", grpc_port=0, http_port=0,
-                             decision_wait=0.2)
+                             decision_wait=0.2, evaluation_spans=True)
     try:
         addresses = server.start()
         app_side = ToolScoreSpanProcessor(
             SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{addresses.http_endpoint}/v1/traces")), metrics=False,
-            events=False)
+            events=False, evaluation_spans=True)
         provider = TracerProvider()
         provider.add_span_processor(app_side)
         weather_run(provider.get_tracer("app"), expected="get_weather")

@@ -70,8 +70,9 @@ def keys(spans: list[Any]) -> list[tuple[int, int]]:
     return [(s.context.trace_id, s.context.span_id) for s in spans]
 
 
-def start_serve(upstream: OtlpSink, queue: Path) -> tuple[subprocess.Popen[str], str]:
-    env = without_otel(OTEL_BSP_SCHEDULE_DELAY="100", OTEL_BLRP_SCHEDULE_DELAY="100", OTEL_EXPORTER_OTLP_TIMEOUT="1")
+def start_serve(upstream: OtlpSink, queue: Path, **env_extra: str) -> tuple[subprocess.Popen[str], str]:
+    env = without_otel(OTEL_BSP_SCHEDULE_DELAY="100", OTEL_BLRP_SCHEDULE_DELAY="100", OTEL_EXPORTER_OTLP_TIMEOUT="1",
+                       **env_extra)
     proc = subprocess.Popen(
         [sys.executable, "-m", "otel_toolscore.cli", "serve", "--no-grpc", "--http-port", "0", "--upstream",
          upstream.url, "--decision-wait", "0.3", "--queue-dir", str(queue), "--stop-timeout", "20"],
@@ -82,7 +83,12 @@ def start_serve(upstream: OtlpSink, queue: Path) -> tuple[subprocess.Popen[str],
     return proc, urlsplit(line.strip().rsplit(" ", 1)[-1]).netloc
 
 
-def test_kill_9_mid_stream_then_restart_loses_no_acknowledged_span_and_scores_no_run_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("evaluation_spans", ["true", "unattached"])
+def test_kill_9_mid_stream_then_restart_loses_no_acknowledged_span_and_scores_no_run_twice(
+        tmp_path: Path, evaluation_spans: str) -> None:
+    # "unattached" (the default): a run is marked scored on disk by its scored agent span's
+    # delivery; "true": by its evaluation spans', which also count the scores given
+    outputs = {"OTEL_TOOLSCORE_EVALUATION_SPANS": evaluation_spans}
     switch = Switch()
     upstream = OtlpSink(answer=switch)
     agent_spans = runs(4)
@@ -92,7 +98,7 @@ def test_kill_9_mid_stream_then_restart_loses_no_acknowledged_span_and_scores_no
     for i, trace in enumerate(run_traces):
         requests.insert(10 * i + 5, pb_body([s for s in agent_spans if s.context.trace_id == trace]))
     acknowledged: list[bytes] = []
-    first, netloc = start_serve(upstream, tmp_path)
+    first, netloc = start_serve(upstream, tmp_path, **outputs)
     try:
         for body in requests[:20]:
             assert post(netloc, body) == 200
@@ -101,7 +107,7 @@ def test_kill_9_mid_stream_then_restart_loses_no_acknowledged_span_and_scores_no
         first.kill()  # kill -9, mid-stream
         first.wait(30)
         assert post(netloc, requests[20]) == 0  # gone: nothing more is acknowledged by it
-        second, netloc = start_serve(upstream, tmp_path)
+        second, netloc = start_serve(upstream, tmp_path, **outputs)
         switch.recover()
         for body in requests[20:]:
             assert post(netloc, body) == 200
@@ -121,11 +127,24 @@ def test_kill_9_mid_stream_then_restart_loses_no_acknowledged_span_and_scores_no
     delivered = Counter(upstream.span_ids())
     assert len(sent) == 360 + len(agent_spans)
     assert {k: delivered[k] for k in sent} == {k: 1 for k in sent}  # 0 lost, 0 twice
-    # each run scored once: one evaluation span per (run, scorer), every run scored
+    # every run scored, its agent span out once with its scores
+    agents = [s for s in upstream.spans() if s.name.startswith("invoke_agent")]
+    assert sorted(s.context.trace_id for s in agents) == run_traces
+    assert all(s.attributes.get("toolscore.scored") is True for s in agents)
     evaluations = Counter((s.context.trace_id, s.name) for s in upstream.spans()
                           if s.instrumentation_scope is not None and s.instrumentation_scope.name == TOOLSCORE_SCOPE)
-    assert {trace for trace, _ in evaluations} == set(run_traces)
-    assert set(evaluations.values()) == {1}
+    # each run scored once: no run's evaluation event twice (events are kept in memory only: a
+    # kill -9 may lose some, never repeat them unless the run is scored again)
+    agent_ids = {s.context.span_id for s in agents}
+    events = Counter((r.trace_id, next(kv.value.string_value for kv in r.attributes if kv.key == "gen_ai.evaluation.name"))
+                     for r in upstream.log_records()
+                     if r.event_name == "gen_ai.evaluation.result" and int.from_bytes(r.span_id, "big") in agent_ids)
+    assert max(events.values(), default=1) == 1
+    if evaluation_spans == "true":  # one evaluation span per (run, scorer), every run scored
+        assert {trace for trace, _ in evaluations} == set(run_traces)
+        assert set(evaluations.values()) == {1}
+    else:
+        assert not evaluations
 
 
 def test_a_run_scored_before_a_crash_is_forwarded_from_the_queue_but_not_scored_again(tmp_path: Path) -> None:
@@ -139,7 +158,7 @@ def test_a_run_scored_before_a_crash_is_forwarded_from_the_queue_but_not_scored_
     queue.close()
     upstream = OtlpSink()
     server = ToolScoreServer(upstream.url, http_port=0, grpc_port=None, decision_wait=0.2, metrics=False,
-                             events=False, queue_dir=tmp_path)
+                             events=False, queue_dir=tmp_path, evaluation_spans=True)  # (they say which runs it scored)
     try:
         server.start()
         assert wait_for(lambda: server.stats["spans_replayed"] == len(spans))

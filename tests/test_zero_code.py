@@ -60,7 +60,7 @@ def test_opentelemetry_instrument_with_the_switch_on_scores_the_app() -> None:
     # the stock instrumentation's chat spans went out too, each once
     chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
     assert len(chats) == 4 and len({s.context.span_id for s in chats}) == 4
-    assert any(s.name == "evaluation tool_call_accuracy" for s in spans)
+    assert not any(s.name.startswith("evaluation ") for s in spans)  # the agent spans carry the scores
     # events and metrics through the providers opentelemetry-instrument set up, before they shut down
     assert "gen_ai.evaluation.result" in {rec.event_name for rec in rx.log_records()}
     assert {"gen_ai.evaluation.score", "toolscore.evaluations"} <= rx.metric_names()

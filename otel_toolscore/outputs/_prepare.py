@@ -157,7 +157,7 @@ class Preparer:
             return emission
         span_attributes = span_attributes and settings.span_attributes
         events = events and settings.events
-        evaluations = evaluations and settings.evaluation_spans
+        evaluations = evaluations and settings.evaluation_spans is not False
         facts = self._facts(scores, span_attributes or events or evaluations)
         if span_attributes:
             emission.span_attributes = self._span_attributes(facts, emission)

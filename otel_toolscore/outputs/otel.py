@@ -478,17 +478,19 @@ class Emitter:
         """What the run's scores emit, as plain data (``send`` emits it)."""
         return self._preparer.prepare(trajectory, scores)
 
-    def send(self, emission: Emission, agent_span: ReadableSpan | None) -> list[ReadableSpan]:
+    def send(self, emission: Emission, agent_span: ReadableSpan | None, attached: bool = False) -> list[ReadableSpan]:
         """Events and metrics now; the evaluation spans (one per score, children of the agent
         span) are returned for the caller to forward. The span attributes are the caller's to
-        put on the agent span."""
+        put on the agent span; ``attached``: they are on it, and with ``evaluation_spans:
+        unattached`` (the default) no evaluation span repeats them."""
         for output in emission.failed:
             self._count_failure(output)
         if emission.events:
             self._send_events(emission)
         if emission.metrics:
             self._send_metrics(emission)
-        if agent_span is None or not emission.evaluations:
+        if agent_span is None or not emission.evaluations or (
+                attached and self._settings.evaluation_spans == "unattached"):
             return []
         return self._evaluation_spans(emission, agent_span)
 

@@ -159,10 +159,10 @@ class Engine:
             result.emission = self.emitter.prepare(result.trajectory, result.scores)
         return result.emission
 
-    def emit(self, result: RunResult, agent_span: ReadableSpan | None) -> list[ReadableSpan]:
+    def emit(self, result: RunResult, agent_span: ReadableSpan | None, attached: bool = False) -> list[ReadableSpan]:
         """Events and metrics now; the evaluation spans (one per score) are returned for the
-        caller to forward."""
-        return self.emitter.send(self.prepared(result), agent_span)
+        caller to forward (``attached``: the scores rode on the agent span: ``Emitter.send``)."""
+        return self.emitter.send(self.prepared(result), agent_span, attached)
 
     def count_already_scored(self) -> None:
         for name in self.scorer_names:

@@ -54,7 +54,7 @@ from otel_toolscore.runtime._handoff import RunAnswer
 from otel_toolscore.runtime._processor.buffers import Buffers, TraceBuffer
 from otel_toolscore.runtime._processor.forward import Forwarding, Held, Phase, with_attributes
 from otel_toolscore.runtime._processor.ready import Anchors, Ready
-from otel_toolscore.runtime._processor.scoring import Scoring
+from otel_toolscore.runtime._processor.scoring import GATHER_S, Scoring
 from otel_toolscore.runtime._processor.tally import Tally
 from otel_toolscore.runtime._processor.timer import Timer
 from otel_toolscore.runtime._scoring_process import ScoringProcess
@@ -136,7 +136,8 @@ class ToolScoreSpanProcessor(SpanProcessor):
         self._buffers = buffers = Buffers(self.settings, self._quiet, timer, self.stats)
         self._tally = Tally(self.stats)
         self._scoring = scoring = Scoring(self._engine, self._emitter, self._remote, self._fwd, self._tally,
-                                          self._phase, self.stats, self.settings.queue_size)
+                                          self._phase, self.stats, self.settings.queue_size,
+                                          gather_s=min(GATHER_S, self.settings.hold_timeout / 4))
         timer.buffers = buffers
         timer.release_expired = self._release_expired
         timer.evict = self._evict

@@ -60,11 +60,9 @@ def test_example_agent_is_scored(example: str) -> None:
     scored = [s for s in spans if _attr(s, "toolscore.tool_call_validation.score") is not None]
     evaluations = [s for s in spans if _attr(s, semconv.OI_SPAN_KIND) == semconv.OI_KIND_EVALUATOR]
     assert len(scored) == 5, [s.name for s in spans]
-    assert len(evaluations) == 3 * 5  # one per score: three code scorers × five runs
-    assert all(_attr(e, "gen_ai.operation.name") == "evaluation" for e in evaluations)
-    # each evaluation span is a child of a scored agent span, in its trace
-    parents = {(s.context.trace_id, s.context.span_id) for s in scored}
-    assert {(e.context.trace_id, e.parent.span_id) for e in evaluations} == parents
+    # the agent spans carry the code scores: by default no evaluation span repeats them
+    # (evaluation_spans: true makes one per score: tests/e2e/test_e2e_phoenix.py)
+    assert evaluations == []
 
     # the verdicts, per scenario: the run is found by the user question the model was asked
     questions = _questions()

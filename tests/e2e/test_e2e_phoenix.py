@@ -46,8 +46,10 @@ def test_phoenix_shows_scores_on_the_agent_span_and_the_evaluation_span(phoenix:
     env = clean_env(
         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=phoenix.traces_endpoint,
         OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={PROJECT}",
-        # Phoenix takes traces only: the events and metrics stay off
+        # Phoenix takes traces only: the events and metrics stay off; an evaluation span per score
+        # is what Phoenix shows as an evaluation (off by default: docs/backends.md)
         OTEL_TOOLSCORE_EVENTS="false",
+        OTEL_TOOLSCORE_EVALUATION_SPANS="true",
         OTEL_TOOLSCORE_METRICS="false",
     )
     result = run_python([str(EXAMPLES / "openinference_agent.py")], env)

@@ -102,7 +102,7 @@ from otel_toolscore.runtime.serve.delivery import (
     RetryingMetricExporter,
 )
 from otel_toolscore.runtime.serve.upstream import Upstream
-from otel_toolscore.semconv import INSTRUMENTATION_SCOPE
+from otel_toolscore.semconv import INSTRUMENTATION_SCOPE, TOOLSCORE_SCORED
 
 logger = logging.getLogger(__name__)
 
@@ -540,7 +540,8 @@ class ToolScoreServer:
 
     def _spans_delivered(self, spans: Sequence[Any]) -> None:
         """A batch reached the upstream: record its spans on disk, remove the requests now done,
-        and remember the traces whose evaluation span went (scored: not again after a restart)."""
+        and remember the traces whose scored agent span or evaluation span went (scored: not
+        again after a restart)."""
         assert self._queue is not None
         rows: list[tuple[int, int, int]] = []
         finished: list[int] = []
@@ -559,6 +560,10 @@ class ToolScoreServer:
                     if not self._outstanding[request_id]:
                         del self._outstanding[request_id]
                         finished.append(request_id)
+                    # (the agent span leaves with its scores and this mark: evaluation spans
+                    # repeat them only when asked to, docs/emitted.md)
+                    if (span.attributes or {}).get(TOOLSCORE_SCORED) is True:
+                        scored.add(context.trace_id)
                 elif getattr(span.instrumentation_scope, "name", None) == INSTRUMENTATION_SCOPE:
                     scored.add(context.trace_id)
         try:
