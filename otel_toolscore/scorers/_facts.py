@@ -141,7 +141,7 @@ _HEX_RE = re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}
 # A code of capitals and digits mixed in any order (a booking reference ``8C8K4E``, an order id
 # ``W8855135`` or ``#W8855135``, a flight ``HAT018``): five characters or more, at least one of
 # each. Begun with a character class (searched in C), its start looked behind for.
-_IDENT_CODE_RE = re.compile(r"[#A-Z0-9](?<![\w#-][#A-Z0-9])(?:(?<=[A-Z])[A-Z0-9]*\d|(?<=\d)[A-Z0-9]*[A-Z]|(?<=#)[A-Z0-9]+)"
+_IDENT_CODE_RE = re.compile(r"[#A-Z\d](?<![\w#-][#A-Z\d])(?:(?<=[A-Z])[A-Z0-9]*\d|(?<=\d)[A-Z0-9]*[A-Z]|(?<=#)[A-Z0-9]+)"
                             r"[A-Z0-9]*(?![\w-])")
 
 # unit → dimension; longest spellings first so "km/h" wins over "km" and "m"

@@ -142,6 +142,8 @@ class Scoring:
                 if self.send(item):
                     self.outbox.put(None)
                     return
+                if self.queue.empty():
+                    busy_since = 0.0  # idle again: the next run gathers the ones after it
                 continue
             try:
                 if self._phase.shutdown:
