@@ -174,6 +174,29 @@ def test_a_run_scored_before_a_crash_is_forwarded_from_the_queue_but_not_scored_
     assert not list(DiskQueue(tmp_path, 1 << 20).stored())  # everything delivered: nothing left
 
 
+def test_a_delivered_scored_agent_span_marks_its_run_scored_on_disk(tmp_path: Path) -> None:
+    """With the default outputs (no evaluation span for the scores the agent span carries), the
+    scored agent span's delivery is what marks its run scored: a restart does not score it again."""
+    spans, plain = runs(1), plain_spans(3)
+    (trace,) = {s.context.trace_id for s in spans}
+    upstream = OtlpSink()
+    server = ToolScoreServer(upstream.url, http_port=0, grpc_port=None, decision_wait=0.2, metrics=False,
+                             events=False, queue_dir=tmp_path)
+    try:
+        netloc = urlsplit(server.start().http_endpoint or "").netloc
+        assert post(netloc, pb_body(spans)) == 200 and post(netloc, pb_body(plain)) == 200
+        assert wait_for(lambda: any(s.attributes.get("toolscore.scored") is True for s in upstream.spans()))
+        assert server.stop(30)
+    finally:
+        server.stop(5)
+        upstream.stop()
+    assert not any(s.name.startswith("evaluation ") for s in upstream.spans())
+    queue = DiskQueue(tmp_path, 1 << 20)
+    assert queue.scored(trace)
+    assert not any(queue.scored(s.context.trace_id) for s in plain)
+    queue.close()
+
+
 def test_a_full_queue_pushes_back_and_a_smaller_bound_at_restart_drops_the_oldest_counted(tmp_path: Path) -> None:
     switch = Switch()
     upstream = OtlpSink(answer=switch)

@@ -6,7 +6,7 @@ tables:
 
 ``requests``   each accepted request as it came (its bytes), removed once all its spans are delivered
 ``delivered``  spans of requests still on disk that were delivered (a restart skips them: none twice)
-``scored``     traces whose evaluation span was delivered (a restart does not score them again)
+``scored``     traces whose scored agent span or evaluation span was delivered (a restart does not score them again)
 
 On start, what is on disk is handed to the pipeline again, before anything new is accepted.
 The size is bounded (``max_bytes`` of request bodies): a request that does not fit is pushed
