@@ -3,7 +3,7 @@
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python -m benchmarks realapp [--apps pydantic_ai,langgraph] [--runs 300] [--rounds 3]
                                            [--concurrency 1,8] [--configs traced,thread,...]
-                                           [--hooks] [--profile DIR] [--paired B]
+                                           [--hooks] [--profile DIR] [--paired B] [--instructions]
 
 The apps are real framework agents: Pydantic AI (its own OpenTelemetry instrumentation, GenAI
 conventions) and a LangGraph graph (model node + ``ToolNode``) traced by OpenInference's
@@ -19,7 +19,8 @@ otel-toolscore) and ``install()`` in front of the same set-up with ``scoring`` t
 every run sampled or ``default_sample_rate=0.1`` (``thread-10%``, ``process-10%``); all code
 scorers (the defaults), default outputs, expected tools from rules and tool schemas given, as
 the demo does. A suffix changes the outputs: ``+no-eval-spans`` (``evaluation_spans=False``),
-``+attributes-metrics`` (no evaluation spans and no events either), e.g. ``thread+no-eval-spans``.
+``+attributes-metrics`` (no evaluation spans and no events either), ``+events-unattached`` (events
+only for scores the agent span does not carry, and the tool calls'), e.g. ``thread+no-eval-spans``.
 Each process runs warm-up runs, flushes, then ``--runs`` measured runs
 (sequentially, or ``--concurrency`` N at a time on one asyncio loop) and flushes again (so the
 window holds all of the measured runs' scoring and exporting). Measured over that window:
@@ -50,6 +51,17 @@ puts into every ratio; pairs in one process leave only the block-to-block noise,
 of many pairs averages out. (The export threads' work lands in the block that flushes it, on the
 main thread; ``gc_ms`` is the CPU each block spent in the collector, by generation.)
 
+``--instructions`` counts instead the instructions the app process executes (valgrind's callgrind,
+all of its threads; not the scoring child, which valgrind does not follow into its exec): per
+configuration a process of ``--runs`` runs and one of 5, otherwise the same, and the difference
+per run; the ratio and the extra are against the same round's ``traced``. A count does not move
+with the machine's load or the neighbours' (the noise that the CPU figures fight), and a rerun
+gives it again within a fraction of a percent. It is not CPU time: a cache miss costs time and no
+instruction. Under callgrind the app runs about 50 times slower, so whatever runs by the clock is
+stretched by as much (``TIME_SCALE``: the SDK's export schedules, the processor's hold timeout,
+gathering and other waits, the switch interval), else it would do more per run than at full speed
+(a log export every run, one run per gathered batch). Needs ``valgrind`` (Debian's package).
+
 ``--profile DIR`` samples the measured window of the app process with py-spy (the bench extra;
 1 kHz, all threads) and writes per configuration the folded stacks and a summary of the samples in
 otel-toolscore's frames by thread and function, in µs per run. py-spy does not pause the app
@@ -64,6 +76,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -85,6 +98,7 @@ CONFIGS = ("traced", "thread", "process", "thread-10%", "process-10%")
 OUTPUTS: dict[str, dict[str, Any]] = {
     "no-eval-spans": {"evaluation_spans": False},
     "attributes-metrics": {"evaluation_spans": False, "events": False},
+    "events-unattached": {"events": "unattached"},
 }
 WARMUP = 25
 
@@ -336,6 +350,7 @@ def app_main(args: argparse.Namespace) -> None:
     """One configuration in this (fresh) process; prints its result line."""
     from otel_toolscore.demo_agent.agent_common import SCENARIOS
 
+    _stretch_clocks()
     hooks = _Hooks(scored=args.config != "traced") if args.hooks else None
     tp, mp, lp, counting = _telemetry(args.sink)
     run = _pydantic_ai_agent(args.model) if args.app == "pydantic_ai" else _langgraph_agent(args.model, tp)
@@ -545,11 +560,54 @@ def _model_server(script: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().strip()
 
 
+#: ``--instructions``: the app process under callgrind (instructions executed, every thread of it;
+#: not the scoring child, a program it execs, which valgrind does not follow)
+_CALLGRIND = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "--trace-children=no")
+_COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
+#: how much slower the app runs under callgrind (about 50x here). What runs by the clock is
+#: stretched by as much, so that it does as much per run as at full speed: the SDK's export
+#: schedules (else a log export every run instead of every ~70), the processor's gathering (else
+#: one run per batch instead of several) and its other waits, the interpreter's switch interval.
+TIME_SCALE = 50.0
+_TIME_SCALE_ENV = "TOOLSCORE_BENCH_TIME_SCALE"
+
+
+def _stretched(scale: float) -> dict[str, str]:
+    """The environment that stretches the SDK's and the processor's configurable clocks."""
+    return {_TIME_SCALE_ENV: str(scale),
+            "OTEL_BSP_SCHEDULE_DELAY": str(int(5_000 * scale)), "OTEL_BLRP_SCHEDULE_DELAY": str(int(1_000 * scale)),
+            "OTEL_METRIC_EXPORT_INTERVAL": str(int(60_000 * scale)),
+            "OTEL_TOOLSCORE_HOLD_TIMEOUT": str(2.0 * scale), "OTEL_TOOLSCORE_COMPLETION_GRACE": str(0.5 * scale),
+            "OTEL_TOOLSCORE_DECISION_WAIT": str(2.0 * scale)}
+
+
+def _stretch_clocks() -> None:
+    """In the app process, under ``--instructions``: the processor's own waits (module constants,
+    not settings) and the switch interval, stretched as ``_stretched`` does the rest."""
+    scale = float(os.environ.get(_TIME_SCALE_ENV, "0") or 0)
+    if scale <= 0:
+        return
+    from otel_toolscore.runtime import processor
+    from otel_toolscore.runtime._processor import scoring, timer
+
+    scoring.GATHER_S *= scale
+    processor.GATHER_S = scoring.GATHER_S  # (imported by name)
+    scoring._SEND_EVERY_S *= scale
+    scoring._TALLY_FLUSH_S *= scale
+    timer.HOLD_SLACK_S *= scale
+    sys.setswitchinterval(sys.getswitchinterval() * scale)
+
+
 def _one(app: str, config: str, concurrency: int, runs: int, warmup: int, sink: str, script: Path,
-         profile: Path | None, hooks: bool = False, paired: int = 0) -> dict[str, Any]:
+         profile: Path | None, hooks: bool = False, paired: int = 0, instructions: bool = False) -> dict[str, Any]:
     server, base_url = _model_server(script)
+    env = child_env()
+    if instructions:
+        env["PYTHONHASHSEED"] = "0"  # the same dict and set layouts in every process
+        env.update(_stretched(TIME_SCALE))
     try:
-        cmd = [sys.executable, "-m", "benchmarks.realapp", "--app-process", "--app", app, "--config", config,
+        cmd = [*(_CALLGRIND if instructions else ()),
+               sys.executable, "-m", "benchmarks.realapp", "--app-process", "--app", app, "--config", config,
                "--concurrency", str(concurrency), "--runs", str(runs), "--warmup", str(warmup), "--sink", sink,
                "--model", base_url]
         if profile is not None:
@@ -558,14 +616,71 @@ def _one(app: str, config: str, concurrency: int, runs: int, warmup: int, sink: 
             cmd += ["--hooks"]
         if paired:
             cmd += ["--paired", str(paired)]
-        proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     finally:
         server.terminate()
         server.wait()
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            return dict(json.loads(line[7:]))
+            result = dict(json.loads(line[7:]))
+            if instructions:
+                found = _COLLECTED.findall(proc.stderr)
+                if not found:
+                    raise RuntimeError(f"{app} {config}: callgrind printed no count\n{proc.stderr[-3000:]}")
+                result["instructions"] = int(found[-1])
+            return result
     raise RuntimeError(f"{app} {config}: exit status {proc.returncode}\n{proc.stderr[-3000:]}")
+
+
+#: ``--instructions``: runs in the shorter process, whose count (start-up, warm-up, the runs, the
+#: final flush and shutdown) is taken from the longer one's
+INSTRUCTIONS_BASE = 5
+
+
+def _instructions(app: str, config: str, concurrency: int, runs: int, warmup: int, sink: str,
+                  script: Path) -> dict[str, Any]:
+    """Instructions per run of one configuration: two processes, ``runs`` and INSTRUCTIONS_BASE
+    runs, otherwise the same (side by side: a count does not depend on the other core's load)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        full, base = pool.map(lambda n: _one(app, config, concurrency, n, warmup, sink, script, None,
+                                             instructions=True), (runs, INSTRUCTIONS_BASE))
+    n = runs - INSTRUCTIONS_BASE
+    return {"instructions_per_run": (full["instructions"] - base["instructions"]) / n,
+            "wall_ms": full["wall_ms"],  # per run, under callgrind: against the plain run's, the slowdown
+            "instructions": [full["instructions"], base["instructions"]], "runs": [runs, INSTRUCTIONS_BASE],
+            "scored_runs": full["scored_runs"] - base["scored_runs"], "measured_runs": n}
+
+
+def instructions_summary(rounds: dict[tuple[str, int, str], list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per (app, concurrency, config): instructions per run (millions), and the ratio and the extra
+    against the same round's ``traced``; median and spread over rounds."""
+    out: dict[str, Any] = {}
+    for (app, conc, config), results in rounds.items():
+        traced = rounds.get((app, conc, "traced"))
+        per_run = [r["instructions_per_run"] / 1e6 for r in results]
+        row: dict[str, Any] = {"minstr_per_run": _spread(per_run),
+                               "scored_share": _spread([r["scored_runs"] / r["measured_runs"] for r in results])}
+        if traced is not None and config != "traced":
+            pairs = list(zip(per_run, (t["instructions_per_run"] / 1e6 for t in traced), strict=False))
+            row["ratio"] = _spread([s / t for s, t in pairs])
+            row["extra_minstr"] = _spread([s - t for s, t in pairs])
+        out[f"{app} c={conc} {config}"] = row
+    return out
+
+
+def instructions_table(summary: dict[str, Any]) -> str:
+    def f(d: dict[str, float], fmt: str = "{:.2f}") -> str:
+        return f"{fmt.format(d['median'])} ({fmt.format(d['min'])}-{fmt.format(d['max'])})"
+    lines = ["| app, concurrency, configuration | M instructions/run | x traced | extra M/run | scored |",
+             "|---|---|---|---|---|"]
+    for key, row in summary.items():
+        ratio = f(row["ratio"], "{:.3f}") if "ratio" in row else "—"
+        extra = f(row["extra_minstr"]) if "extra_minstr" in row else "—"
+        lines.append(f"| {key} | {f(row['minstr_per_run'])} | {ratio} | {extra} | "
+                     f"{row['scored_share']['median']:.0%} |")
+    return "\n".join(lines)
 
 
 def _spread(values: Sequence[float]) -> dict[str, float]:
@@ -649,6 +764,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--paired", type=int, default=0, metavar="B",
                     help="one process per configuration and round, blocks of B runs alternating traced and "
                          "scored (ABBA): --runs in all, ratios per pair of blocks")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count the instructions the app process executes (callgrind): per configuration a "
+                         f"process of --runs runs and one of {INSTRUCTIONS_BASE}, the difference per run")
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
     # the app process's own arguments (the driver passes them)
     ap.add_argument("--app-process", action="store_true", help=argparse.SUPPRESS)
@@ -676,6 +794,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
     if args.paired:
         configs = [c for c in configs if c != "traced"]  # every process has its own traced blocks
+    if args.instructions:
+        if args.runs <= INSTRUCTIONS_BASE:
+            ap.error(f"--instructions needs --runs above {INSTRUCTIONS_BASE}")
+        configs = ["traced", *(c for c in configs if c != "traced")]
 
     sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     threading.Thread(target=sink.serve_forever, daemon=True).start()
@@ -698,8 +820,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                             args.profile.mkdir(parents=True, exist_ok=True)
                             name = config.replace("%", "pct").replace("+", "_")
                             folded = args.profile / f"{app}-c{conc}-{name}.folded"
-                        res = _one(app, config, conc, args.runs, args.warmup, sink_url, script, folded, args.hooks,
-                                   args.paired)
+                        if args.instructions:
+                            res = _instructions(app, config, conc, args.runs, args.warmup, sink_url, script)
+                        else:
+                            res = _one(app, config, conc, args.runs, args.warmup, sink_url, script, folded,
+                                       args.hooks, args.paired)
                         results[(app, conc, config)].append(res)
                         print(f"round {r + 1} {app} c={conc} {config}: {json.dumps(res)[:2000]}", flush=True)
                         if folded is not None and folded.exists():
@@ -708,8 +833,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         script.unlink(missing_ok=True)
         sink.shutdown()
-    summary = paired_summary(results) if args.paired else summarise(results)
-    print(paired_table(summary) if args.paired else table(summary))
+    if args.instructions:
+        summary = instructions_summary(results)
+        print(instructions_table(summary))
+    else:
+        summary = paired_summary(results) if args.paired else summarise(results)
+        print(paired_table(summary) if args.paired else table(summary))
     report = {"machine": machine(), "runs": args.runs, "rounds": args.rounds, "summary": summary,
               "rounds_raw": {" ".join(map(str, k)): v for k, v in results.items()}, "profiles": profiles}
     if args.out:

@@ -185,9 +185,12 @@ class ToolScoreSettings(BaseSettings):
     #: explanations pass the default redaction (keys, tokens, URL passwords, emails, card numbers)
     redact_explanations: bool = True
     span_attributes: bool = True
-    events: bool = True
-    #: which tool calls get a gen_ai.evaluation.result event of their own (run-level events always
-    #: go out with ``events``): "issues" (calls with an issue or a score below 1), "all", "none"
+    #: a gen_ai.evaluation.result event per score: true (every score, the default), false (none),
+    #: "unattached" (only the scores the agent span does not carry, as ``evaluation_spans``; the
+    #: tool calls' own events still go out: no attribute carries them)
+    events: bool | Literal["unattached"] = True
+    #: which tool calls get a gen_ai.evaluation.result event of their own (with ``events`` true or
+    #: "unattached"): "issues" (calls with an issue or a score below 1), "all", "none"
     call_events: Literal["issues", "all", "none"] = "issues"
     #: one span per score, child of the agent span: "unattached" (scores the agent span does not
     #: carry: LLM-judged ones, which come after it left, and code scores whose span left before

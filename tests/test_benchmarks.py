@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 from benchmarks.__main__ import ALL, WORKLOADS
 from benchmarks.common import child_env
-from benchmarks.realapp import paired_summary, profile_summary, summarise
+from benchmarks.realapp import instructions_summary, paired_summary, profile_summary, summarise
 from tests.support import paths
 
 
@@ -126,6 +127,21 @@ def test_paired_blocks_give_a_ratio_per_pair_over_all_rounds_and_each_rounds_med
     assert row["threads_extra_ms"]["otel-toolscore-worker"] == pytest.approx(0.9)
 
 
+def _counted(per_run: float, scored: int = 0) -> dict[str, Any]:
+    return {"instructions_per_run": per_run * 1e6, "scored_runs": scored, "measured_runs": 10}
+
+
+def test_instruction_counts_are_paired_with_the_same_rounds_traced_count() -> None:
+    rounds = {("a", 1, "traced"): [_counted(100.0), _counted(110.0)],
+              ("a", 1, "process"): [_counted(102.0, 10), _counted(111.1, 10)]}
+    summary = instructions_summary(rounds)
+    row = summary["a c=1 process"]
+    assert row["ratio"] == pytest.approx({"median": 1.015, "min": 1.01, "max": 1.02})
+    assert row["extra_minstr"] == pytest.approx({"median": 1.55, "min": 1.1, "max": 2.0})
+    assert row["scored_share"]["median"] == 1.0
+    assert "ratio" not in summary["a c=1 traced"] and summary["a c=1 traced"]["scored_share"]["max"] == 0
+
+
 def test_the_profile_is_attributed_by_thread_and_otel_toolscore_function(tmp_path: Path) -> None:
     """py-spy's folded stacks (``--threads --full-filenames``): each sample is 1 ms at 1 kHz."""
     folded = tmp_path / "p.folded"
@@ -202,3 +218,21 @@ def test_the_real_app_benchmark_scores_every_run_of_each_framework(tmp_path: Pat
         # processor alone (traced) or through otel-toolscore's; evaluation spans never do
         for run in (traced_run, thread_run, process_run):
             assert run["hooks_us_per_call"]["calls"]["on_end"] == app_spans * run["runs"]
+
+
+@pytest.mark.skipif(not _frameworks() or shutil.which("valgrind") is None,
+                    reason="needs the bench extra and valgrind")
+def test_the_instruction_count_takes_the_short_process_from_the_long_one(tmp_path: Path) -> None:
+    out = tmp_path / "instructions.json"
+    done = _bench("realapp", "--instructions", "--apps", "pydantic_ai", "--configs", "thread", "--runs", "8",
+                  "--warmup", "1", "--rounds", "1", "--concurrency", "1", "--out", str(out), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["summary"]) == {"pydantic_ai c=1 traced", "pydantic_ai c=1 thread"}
+    (traced,), (thread,) = report["rounds_raw"]["pydantic_ai 1 traced"], report["rounds_raw"]["pydantic_ai 1 thread"]
+    for result in (traced, thread):
+        long_, short = result["instructions"]
+        assert long_ > short > 0 and result["runs"] == [8, 5] and result["measured_runs"] == 3
+    assert thread["scored_runs"] == 3 and traced["scored_runs"] == 0
+    # scoring three runs executes more instructions in the app than tracing them alone
+    assert report["summary"]["pydantic_ai c=1 thread"]["ratio"]["median"] > 1

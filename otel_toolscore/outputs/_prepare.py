@@ -156,7 +156,7 @@ class Preparer:
         if not scores:
             return emission
         span_attributes = span_attributes and settings.span_attributes
-        events = events and settings.events
+        events = events and settings.events is not False
         evaluations = evaluations and settings.evaluation_spans is not False
         facts = self._facts(scores, span_attributes or events or evaluations)
         if span_attributes:

@@ -482,11 +482,14 @@ class Emitter:
         """Events and metrics now; the evaluation spans (one per score, children of the agent
         span) are returned for the caller to forward. The span attributes are the caller's to
         put on the agent span; ``attached``: they are on it, and with ``evaluation_spans:
-        unattached`` (the default) no evaluation span repeats them."""
+        unattached`` (the default) no evaluation span repeats them (nor, with ``events:
+        unattached``, a run event)."""
         for output in emission.failed:
             self._count_failure(output)
         if emission.events:
-            self._send_events(emission)
+            # with ``events: unattached``, a score the agent span carries has no run event of its
+            # own (the first of its group); its tool calls' events are still sent
+            self._send_events(emission, 1 if attached and self._settings.events == "unattached" else 0)
         if emission.metrics:
             self._send_metrics(emission)
         if agent_span is None or not emission.evaluations or (
@@ -580,7 +583,8 @@ class Emitter:
         if missing:
             _log.warning("otel-toolscore: %s", unsent_message(self._settings, missing))
 
-    def _send_events(self, emission: Emission) -> None:
+    def _send_events(self, emission: Emission, skip: int = 0) -> None:
+        """Each score's group of events, less its first ``skip`` (its run event)."""
         logger = self._logger
         if logger is None:
             return
@@ -596,7 +600,7 @@ class Emitter:
         for group in emission.events:
             # One score's failure must not cost the other scores their events.
             try:
-                for span_id, error, attributes in group:
+                for span_id, error, attributes in group[skip:] if skip else group:
                     pair = contexts.get(span_id)
                     if pair is None:
                         context = _context(emission.trace_id, span_id)
