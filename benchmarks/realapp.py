@@ -402,6 +402,7 @@ def app_main(args: argparse.Namespace) -> None:
         "wall_ms": (wall1 - wall0) * 1e3 / args.runs,
         "spans_per_run": (counting.spans - spans0) / args.runs,
         "scored_runs": counting.scored - scored0,
+        "warmup_scored_runs": scored0,
         "runs": args.runs,
         # by thread name, of the threads alive at both ends of the window
         "threads_cpu_ms": {name: round((ns - threads0.get(name, 0)) / 1e6 / args.runs, 3)
@@ -647,7 +648,12 @@ def _instructions(app: str, config: str, concurrency: int, runs: int, warmup: in
         full, base = pool.map(lambda n: _one(app, config, concurrency, n, warmup, sink, script, None,
                                              instructions=True), (runs, INSTRUCTIONS_BASE))
     n = runs - INSTRUCTIONS_BASE
+    # The first scored run imports and compiles what scoring needs (once per process): a
+    # process whose warm-up scored no run (sampling) would count that in its runs, and the
+    # difference would not cancel it. Reported, and flagged in the table.
+    warm = [full["warmup_scored_runs"], base["warmup_scored_runs"]]
     return {"instructions_per_run": (full["instructions"] - base["instructions"]) / n,
+            "warmup_scored_runs": warm, "warm": config == "traced" or min(warm) > 0,
             "wall_ms": full["wall_ms"],  # per run, under callgrind: against the plain run's, the slowdown
             "instructions": [full["instructions"], base["instructions"]], "runs": [runs, INSTRUCTIONS_BASE],
             "scored_runs": full["scored_runs"] - base["scored_runs"], "measured_runs": n}
@@ -661,7 +667,8 @@ def instructions_summary(rounds: dict[tuple[str, int, str], list[dict[str, Any]]
         traced = rounds.get((app, conc, "traced"))
         per_run = [r["instructions_per_run"] / 1e6 for r in results]
         row: dict[str, Any] = {"minstr_per_run": _spread(per_run),
-                               "scored_share": _spread([r["scored_runs"] / r["measured_runs"] for r in results])}
+                               "scored_share": _spread([r["scored_runs"] / r["measured_runs"] for r in results]),
+                               "cold": sum(not r.get("warm", True) for r in results)}
         if traced is not None and config != "traced":
             pairs = list(zip(per_run, (t["instructions_per_run"] / 1e6 for t in traced), strict=False))
             row["ratio"] = _spread([s / t for s, t in pairs])
@@ -678,8 +685,9 @@ def instructions_table(summary: dict[str, Any]) -> str:
     for key, row in summary.items():
         ratio = f(row["ratio"], "{:.3f}") if "ratio" in row else "—"
         extra = f(row["extra_minstr"]) if "extra_minstr" in row else "—"
+        cold = f" ({row['cold']} cold: a warm-up scored no run, give more --warmup)" if row.get("cold") else ""
         lines.append(f"| {key} | {f(row['minstr_per_run'])} | {ratio} | {extra} | "
-                     f"{row['scored_share']['median']:.0%} |")
+                     f"{row['scored_share']['median']:.0%}{cold} |")
     return "\n".join(lines)
 
 

@@ -140,6 +140,9 @@ def test_instruction_counts_are_paired_with_the_same_rounds_traced_count() -> No
     assert row["extra_minstr"] == pytest.approx({"median": 1.55, "min": 1.1, "max": 2.0})
     assert row["scored_share"]["median"] == 1.0
     assert "ratio" not in summary["a c=1 traced"] and summary["a c=1 traced"]["scored_share"]["max"] == 0
+    assert row["cold"] == 0
+    rounds[("a", 1, "process")][0]["warm"] = False
+    assert instructions_summary(rounds)["a c=1 process"]["cold"] == 1
 
 
 def test_the_profile_is_attributed_by_thread_and_otel_toolscore_function(tmp_path: Path) -> None:
@@ -234,5 +237,7 @@ def test_the_instruction_count_takes_the_short_process_from_the_long_one(tmp_pat
         long_, short = result["instructions"]
         assert long_ > short > 0 and result["runs"] == [8, 5] and result["measured_runs"] == 3
     assert thread["scored_runs"] == 3 and traced["scored_runs"] == 0
+    # the warm-up scored a run in both processes: the first scoring's one-off cost is in both
+    assert thread["warmup_scored_runs"] == [1, 1] and thread["warm"]
     # scoring three runs executes more instructions in the app than tracing them alone
     assert report["summary"]["pydantic_ai c=1 thread"]["ratio"]["median"] > 1
