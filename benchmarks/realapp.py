@@ -60,7 +60,9 @@ gives it again within a fraction of a percent. It is not CPU time: a cache miss 
 instruction. Under callgrind the app runs about 50 times slower, so whatever runs by the clock is
 stretched by as much (``TIME_SCALE``: the SDK's export schedules, the processor's hold timeout,
 gathering and other waits, the switch interval), else it would do more per run than at full speed
-(a log export every run, one run per gathered batch). Needs ``valgrind`` (Debian's package).
+(a log export every run, one run per gathered batch); and automatic full collections are held
+off inside the window (one at its end in every process: one more or less would move a count by
+millions a run). Needs ``valgrind`` (Debian's package).
 
 ``--profile DIR`` samples the measured window of the app process with py-spy (the bench extra;
 1 kHz, all threads) and writes per configuration the folded stacks and a summary of the samples in
@@ -74,6 +76,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import re
@@ -383,12 +386,18 @@ def app_main(args: argparse.Namespace) -> None:
     flush()
     profiler = _profiler(Path(args.profile)) if args.profile else None
     spans0, scored0 = counting.spans, counting.scored
+    stretched = _stretched_scale() > 0
+    if stretched:
+        _hold_full_collections()
+    gc0 = [g["collections"] for g in gc.get_stats()]
     threads0 = _threads_cpu_ns()
     if hooks is not None:
         hooks.on = True
     child0, wall0, cpu0 = _descendants_cpu_s(), time.perf_counter(), time.process_time()
     loop.run_until_complete(runs(args.runs, args.warmup))
     flush()
+    if stretched:
+        gc.collect()  # the one full collection of the window, in every process alike
     cpu1, wall1, child1 = time.process_time(), time.perf_counter(), _descendants_cpu_s()
     threads1 = _threads_cpu_ns()
     if hooks is not None:
@@ -403,6 +412,9 @@ def app_main(args: argparse.Namespace) -> None:
         "spans_per_run": (counting.spans - spans0) / args.runs,
         "scored_runs": counting.scored - scored0,
         "warmup_scored_runs": scored0,
+        # collections by generation in the window: a full one walks every live object (~0.1 s in
+        # the LangGraph app), so one more or less moves an instruction count by millions a run
+        "gc_collections": [g["collections"] - c for g, c in zip(gc.get_stats(), gc0, strict=True)],
         "runs": args.runs,
         # by thread name, of the threads alive at both ends of the window
         "threads_cpu_ms": {name: round((ns - threads0.get(name, 0)) / 1e6 / args.runs, 3)
@@ -425,7 +437,6 @@ def _paired(args: argparse.Namespace, loop: Any, runs: Any, tp: Any, lp: Any, tr
     the provider's processors back as they were before install() (the app, its tracer provider
     and its exporters stay the same objects), so the pair differs by the processor only and the
     process-to-process spread (±5-10 % on a shared machine) drops out of the ratio."""
-    import gc
 
     scored = _active_processors(tp)
     modes = {"traced": traced, "scored": scored}
@@ -582,10 +593,25 @@ def _stretched(scale: float) -> dict[str, str]:
             "OTEL_TOOLSCORE_DECISION_WAIT": str(2.0 * scale)}
 
 
+def _stretched_scale() -> float:
+    return float(os.environ.get(_TIME_SCALE_ENV, "0") or 0)
+
+
+def _hold_full_collections() -> None:
+    """Under ``--instructions``, from the measured window's start: no automatic full collection
+    (one at the window's end instead, in every process). A full collection walks every live
+    object (~0.1 s in the LangGraph app): whether one falls inside a 60-run window moved a count
+    by ~1.9 M instructions a run, more than the differences measured. Their cost to the app, to
+    which the processor's objects add (~9 % more objects to walk), is then not in the counts."""
+    gc.collect()
+    gen0, gen1, _ = gc.get_threshold()
+    gc.set_threshold(gen0, gen1, 10**9)
+
+
 def _stretch_clocks() -> None:
     """In the app process, under ``--instructions``: the processor's own waits (module constants,
     not settings) and the switch interval, stretched as ``_stretched`` does the rest."""
-    scale = float(os.environ.get(_TIME_SCALE_ENV, "0") or 0)
+    scale = _stretched_scale()
     if scale <= 0:
         return
     from otel_toolscore.runtime import processor
@@ -654,6 +680,7 @@ def _instructions(app: str, config: str, concurrency: int, runs: int, warmup: in
     warm = [full["warmup_scored_runs"], base["warmup_scored_runs"]]
     return {"instructions_per_run": (full["instructions"] - base["instructions"]) / n,
             "warmup_scored_runs": warm, "warm": config == "traced" or min(warm) > 0,
+            "gc_collections": [full["gc_collections"], base["gc_collections"]],
             "wall_ms": full["wall_ms"],  # per run, under callgrind: against the plain run's, the slowdown
             "instructions": [full["instructions"], base["instructions"]], "runs": [runs, INSTRUCTIONS_BASE],
             "scored_runs": full["scored_runs"] - base["scored_runs"], "measured_runs": n}

@@ -239,5 +239,6 @@ def test_the_instruction_count_takes_the_short_process_from_the_long_one(tmp_pat
     assert thread["scored_runs"] == 3 and traced["scored_runs"] == 0
     # the warm-up scored a run in both processes: the first scoring's one-off cost is in both
     assert thread["warmup_scored_runs"] == [1, 1] and thread["warm"]
+    assert all(len(counts) == 3 for counts in thread["gc_collections"])  # by generation, each process
     # scoring three runs executes more instructions in the app than tracing them alone
     assert report["summary"]["pydantic_ai c=1 thread"]["ratio"]["median"] > 1
