@@ -8,10 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from otel_toolscore.config import load_settings
 from tests.support.pipeline import Pipeline
 from tests.support.spans import weather_run
 from tests.support.timing import wait_for
@@ -95,18 +93,7 @@ def test_with_span_attributes_off_every_score_gets_an_evaluation_span() -> None:
     provider.shutdown()
 
 
-@pytest.mark.parametrize(("value", "expected"), [("unattached", "unattached"), ("true", True), ("false", False),
-                                                 ("1", True), ("0", False)])
-def test_the_variable_takes_unattached_or_a_boolean(monkeypatch: pytest.MonkeyPatch, value: str,
-                                                    expected: Any) -> None:
-    monkeypatch.setenv("OTEL_TOOLSCORE_EVALUATION_SPANS", value)
-    assert load_settings().evaluation_spans == expected
-
-
-def test_any_other_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OTEL_TOOLSCORE_EVALUATION_SPANS", "sometimes")
-    with pytest.raises(Exception, match="evaluation_spans"):
-        load_settings()
+# (its variable's values: tests/test_events_unattached.py, with ``events``')
 
 
 def test_the_agent_span_and_the_events_say_the_same_with_or_without_evaluation_spans() -> None:

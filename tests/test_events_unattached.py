@@ -2,7 +2,7 @@
 span does not carry (an LLM judge's, a code score whose span left before it, every score with
 ``span_attributes`` off); the tool calls' own events still go out, since no attribute carries
 them. Issue 32: the run events repeat the agent span's attributes, and each costs the app the
-SDK's record and its OTLP encoding (about 50 µs a record here). The default stays ``true``."""
+SDK's record and its OTLP encoding (~0.24 M instructions a run event in BENCHMARKS.md's count). The default stays ``true``."""
 
 from __future__ import annotations
 
@@ -16,21 +16,8 @@ from otel_toolscore.config import load_settings
 from tests.support.pipeline import Pipeline
 from tests.support.spans import weather_run
 from tests.support.timing import wait_for
+from tests.test_evaluation_spans_default import CODE, _agent, _run
 from tests.test_processor import AsyncJudge, Hanging
-
-CODE = ["tool_call_accuracy", "tool_call_validation", "tool_result_verification"]
-
-
-def _run(p: Pipeline) -> TracerProvider:
-    provider = TracerProvider()
-    provider.add_span_processor(p.processor)
-    weather_run(provider.get_tracer("app"), expected="get_weather")
-    assert p.processor.force_flush(5_000)
-    return provider
-
-
-def _agent(p: Pipeline) -> Any:
-    return next(s for s in p.exported() if s.name.startswith("invoke_agent"))
 
 
 def _events(p: Pipeline) -> tuple[Counter[str], Counter[str]]:
@@ -112,14 +99,21 @@ def test_the_run_events_left_out_are_what_the_agent_span_carries() -> None:
         assert carried[f"toolscore.{name}.explanation"] == attributes["gen_ai.evaluation.explanation"]
 
 
-@pytest.mark.parametrize(("value", "expected"), [("unattached", "unattached"), ("true", True), ("false", False)])
-def test_the_variable_takes_unattached_or_a_boolean(monkeypatch: pytest.MonkeyPatch, value: str,
-                                                    expected: Any) -> None:
-    monkeypatch.setenv("OTEL_TOOLSCORE_EVENTS", value)
-    assert load_settings().events == expected
+#: the two outputs that take "unattached" besides a boolean (evaluation spans: issue 32, stop 37)
+_SETTINGS = [("OTEL_TOOLSCORE_EVENTS", "events"), ("OTEL_TOOLSCORE_EVALUATION_SPANS", "evaluation_spans")]
 
 
-def test_any_other_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OTEL_TOOLSCORE_EVENTS", "sometimes")
-    with pytest.raises(Exception, match="events"):
+@pytest.mark.parametrize(("variable", "setting"), _SETTINGS)
+@pytest.mark.parametrize(("value", "expected"), [("unattached", "unattached"), ("true", True), ("false", False),
+                                                 ("1", True), ("0", False)])
+def test_the_variable_takes_unattached_or_a_boolean(monkeypatch: pytest.MonkeyPatch, variable: str, setting: str,
+                                                    value: str, expected: Any) -> None:
+    monkeypatch.setenv(variable, value)
+    assert getattr(load_settings(), setting) == expected
+
+
+@pytest.mark.parametrize(("variable", "setting"), _SETTINGS)
+def test_any_other_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, variable: str, setting: str) -> None:
+    monkeypatch.setenv(variable, "sometimes")
+    with pytest.raises(Exception, match=setting):
         load_settings()
