@@ -41,6 +41,9 @@ WORKLOADS: dict[str, tuple[str, str]] = {
     "realapp": ("benchmarks.realapp",
                 "app CPU per run of real framework agents (Pydantic AI, LangGraph) with and without "
                 "scoring, thread/process, 100 %/10 % sampling (needs the bench extra)"),
+    "outputs-floor": ("benchmarks.outputs_floor",
+                      "instructions the app's own SDK spends per evaluation event and per histogram point "
+                      "(needs valgrind)"),
     "load": ("benchmarks.load", "minutes of open-loop load with a slow judge: nothing lost, bounds held"),
     "judge-down": ("benchmarks.judge_down", "the app thread's cost while the judge hangs, refuses or fails"),
     "sidecar-outage": ("benchmarks.sidecar_outage",
@@ -142,7 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        print(stop.code, file=sys.stderr)  # as the interpreter prints a workload's own refusal
+        return 1
     return 0
 
 

@@ -220,20 +220,40 @@ def _telemetry(endpoint: str) -> tuple[Any, Any, Any, Any]:
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogExporter
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+    class CountingLogs(LogExporter):
+        """The OTLP log exporter, counting the evaluation events it sends."""
+
+        def __init__(self) -> None:
+            self.inner = OTLPLogExporter(endpoint=f"{endpoint}/v1/logs")
+            self.events = 0
+
+        def export(self, batch: Sequence[Any]) -> Any:
+            self.events += sum(1 for r in batch if getattr(getattr(r, "log_record", r), "event_name", None)
+                               == "gen_ai.evaluation.result")
+            return self.inner.export(batch)
+
+        def shutdown(self) -> None:
+            self.inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
     class Counting(SpanExporter):
-        """The OTLP exporter, counting the spans and the scored agent spans it sends."""
+        """The OTLP exporter, counting the spans and the scored agent spans it sends (and, ``logs``,
+        the log exporter counting the evaluation events)."""
 
         def __init__(self) -> None:
             self.inner = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
             self.spans = 0
             self.scored = 0
+            self.logs = CountingLogs()
 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             self.spans += len(spans)
@@ -253,7 +273,7 @@ def _telemetry(endpoint: str) -> tuple[Any, Any, Any, Any]:
     mp = MeterProvider(resource=resource, metric_readers=[
         PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"))])
     lp = LoggerProvider(resource=resource)
-    lp.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{endpoint}/v1/logs")))
+    lp.add_log_record_processor(BatchLogRecordProcessor(counting.logs))
     trace.set_tracer_provider(tp)
     metrics.set_meter_provider(mp)
     _logs.set_logger_provider(lp)
@@ -385,7 +405,7 @@ def app_main(args: argparse.Namespace) -> None:
     loop.run_until_complete(runs(args.warmup, 0))
     flush()
     profiler = _profiler(Path(args.profile)) if args.profile else None
-    spans0, scored0 = counting.spans, counting.scored
+    spans0, scored0, events0 = counting.spans, counting.scored, counting.logs.events
     stretched = _stretched_scale() > 0
     if stretched:
         _hold_full_collections()
@@ -411,6 +431,8 @@ def app_main(args: argparse.Namespace) -> None:
         "wall_ms": (wall1 - wall0) * 1e3 / args.runs,
         "spans_per_run": (counting.spans - spans0) / args.runs,
         "scored_runs": counting.scored - scored0,
+        # gen_ai.evaluation.result events exported (each costs the app's SDK ~0.3 M instructions)
+        "events_per_run": (counting.logs.events - events0) / args.runs,
         "warmup_scored_runs": scored0,
         # collections by generation in the window: a full one walks every live object (~0.1 s in
         # the LangGraph app), so one more or less moves an instruction count by millions a run
@@ -729,7 +751,8 @@ def summarise(rounds: dict[tuple[str, int, str], list[dict[str, Any]]]) -> dict[
     for (app, conc, config), results in rounds.items():
         base = rounds.get((app, conc, "traced"))
         row: dict[str, Any] = {k: _spread([r[k] for r in results])
-                               for k in ("app_cpu_ms", "child_cpu_ms", "wall_ms", "spans_per_run")}
+                               for k in ("app_cpu_ms", "child_cpu_ms", "wall_ms", "spans_per_run", "events_per_run")
+                               if all(k in r for r in results)}  # (events: not in results saved before)
         row["scored_share"] = _spread([r["scored_runs"] / r["runs"] for r in results])
         if base is not None and config != "traced":
             pairs = list(zip(results, base))

@@ -212,6 +212,9 @@ def test_the_real_app_benchmark_scores_every_run_of_each_framework(tmp_path: Pat
         for scored in (thread, process):
             assert scored["spans_per_run"]["median"] == app_spans
             assert "ratio" in scored and "extra_ms" in scored
+            # a run event per code scorer, at least (tool-call events for calls with issues besides)
+            assert scored["events_per_run"]["median"] >= 3
+        assert traced["events_per_run"]["median"] == 0
         # where the CPU was: the scoring worker only where installed, the child only in process mode
         (traced_run,), (thread_run,), (process_run,) = (raw[f"{app} 1 {c}"] for c in ("traced", "thread", "process"))
         assert not any(name.startswith("otel-toolscore") for name in traced_run["threads_cpu_ms"])
@@ -242,3 +245,20 @@ def test_the_instruction_count_takes_the_short_process_from_the_long_one(tmp_pat
     assert all(len(counts) == 3 for counts in thread["gc_collections"])  # by generation, each process
     # scoring three runs executes more instructions in the app than tracing them alone
     assert report["summary"]["pydantic_ai c=1 thread"]["ratio"]["median"] > 1
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_the_outputs_floor_counts_what_each_output_adds() -> None:
+    done = _bench("outputs-floor", "--n", "40", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.rsplit("RESULT ", 1)[1])
+    assert result["n"] == 40
+    # an event is recorded, batched, encoded and exported; a point only aggregated: both cost
+    # something, an event several times what a point does
+    assert result["point_instructions"] > 0
+    assert result["event_instructions"] > 2 * result["point_instructions"]
+
+
+def test_the_outputs_floor_refuses_an_unknown_output() -> None:
+    done = _bench("outputs-floor", "--emit", "span", "1")
+    assert done.returncode != 0 and "unknown output 'span'" in done.stderr
