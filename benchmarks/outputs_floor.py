@@ -49,7 +49,7 @@ def _emit(kind: str, n: int) -> None:
 
     from benchmarks.realapp import _Sink, _telemetry
     from otel_toolscore import semconv
-    from otel_toolscore.outputs.otel import SCORE_BUCKETS, _EventRecord, _score_attributes
+    from otel_toolscore.outputs.otel import SCORE_BUCKETS, _EventRecord
 
     sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     threading.Thread(target=sink.serve_forever, daemon=True).start()
@@ -60,15 +60,7 @@ def _emit(kind: str, n: int) -> None:
         semconv.METRIC_EVALUATION_SCORE, unit="1", explicit_bucket_boundaries_advisory=SCORE_BUCKETS)
     context = set_span_in_context(NonRecordingSpan(SpanContext(0x5B8EFFF798038103D269B633813FC60C,
                                                                0xEEE19B7EC3C1B174, False, TraceFlags(1))))
-    # a run event as _prepare.py builds it for a code scorer's pass
-    event = {
-        semconv.GEN_AI_EVALUATION_NAME: "tool_call_accuracy",
-        semconv.GEN_AI_EVALUATION_SCORE_VALUE: 1.0,
-        semconv.GEN_AI_EVALUATION_SCORE_LABEL: "pass",
-        semconv.GEN_AI_EVALUATION_EXPLANATION: "Called get_weather as expected",
-        semconv.GEN_AI_AGENT_NAME: "weather-assistant",
-    }
-    point = _score_attributes("tool_call_accuracy", "pass", "weather-assistant")
+    event, point = _attributes()
 
     def emit(k: int) -> None:
         for _ in range(k):
@@ -84,6 +76,23 @@ def _emit(kind: str, n: int) -> None:
     emit(_WARMUP)
     emit(n)
     print("EMITTED", kind, n, flush=True)
+
+
+def _attributes() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A code scorer's pass as the processor emits it: its run event's attributes, built by the
+    emitter's own Preparer, and its histogram point's."""
+    from otel_toolscore.config import load_settings
+    from otel_toolscore.outputs._prepare import Preparer
+    from otel_toolscore.outputs.otel import _score_attributes
+    from otel_toolscore.scorers.base import Score
+    from otel_toolscore.trajectory import Trajectory
+
+    score = Score(name="tool_call_accuracy", value=1.0, label="pass", explanation="Called get_weather as expected")
+    run = Trajectory(trace_id="5b8efff798038103d269b633813fc60c", span_id="eee19b7ec3c1b174",
+                     agent_name="weather-assistant")
+    emission = Preparer(load_settings()).prepare(run, [score], span_attributes=False, evaluations=False, metrics=False)
+    ((_, _, event),) = emission.events[0]  # the run event alone: the score has no tool calls
+    return dict(event), _score_attributes(score.name, score.label, run.agent_name)
 
 
 def _count(kind: str, n: int) -> int:

@@ -227,6 +227,8 @@ def _telemetry(endpoint: str) -> tuple[Any, Any, Any, Any]:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+    from otel_toolscore.semconv import GEN_AI_EVALUATION_RESULT
+
     class CountingLogs(LogExporter):
         """The OTLP log exporter, counting the evaluation events it sends."""
 
@@ -236,7 +238,7 @@ def _telemetry(endpoint: str) -> tuple[Any, Any, Any, Any]:
 
         def export(self, batch: Sequence[Any]) -> Any:
             self.events += sum(1 for r in batch if getattr(getattr(r, "log_record", r), "event_name", None)
-                               == "gen_ai.evaluation.result")
+                               == GEN_AI_EVALUATION_RESULT)
             return self.inner.export(batch)
 
         def shutdown(self) -> None:
